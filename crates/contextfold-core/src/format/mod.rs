@@ -1,0 +1,258 @@
+//! Readers and writers for the conversation formats we accept, and autodetection.
+//!
+//! Every reader parses the text into a `serde_json::Value` first (so syntax errors carry a
+//! line and column) and then maps it onto [`Conversation`] (so shape errors carry a message
+//! and block index). Writers restore the input's layout: a bare array stays an array.
+
+pub mod claude_code;
+pub mod openai;
+
+use crate::conversation::{Conversation, ModelError};
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+
+/// A conversation format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Anthropic Messages request JSON (a request body, `{system, messages, tools}`, or an
+    /// array of messages).
+    Anthropic,
+    /// OpenAI Chat Completions request JSON (or an array of its messages).
+    OpenAi,
+    /// Claude Code session log (JSON Lines); read only.
+    ClaudeCode,
+}
+
+impl Format {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenAi => "openai",
+            Format::ClaudeCode => "claude-code",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Format, String> {
+        match name {
+            "anthropic" => Ok(Format::Anthropic),
+            "openai" => Ok(Format::OpenAi),
+            "claude-code" => Ok(Format::ClaudeCode),
+            other => Err(format!(
+                "unknown format `{other}` (expected anthropic, openai or claude-code)"
+            )),
+        }
+    }
+}
+
+/// Whether the input was a request object or a bare array of messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// `{"messages": [...], ...}`.
+    #[default]
+    Object,
+    /// `[...]`.
+    Array,
+}
+
+/// A conversation read from text, with what the reader learned about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The conversation.
+    pub conversation: Conversation,
+    /// The format it was read as.
+    pub format: Format,
+    /// Its layout, for writing it back the same way.
+    pub layout: Layout,
+    /// What the reader skipped or changed, one sentence each (e.g. unreadable log lines).
+    pub notes: Vec<String>,
+}
+
+/// Input that is not a conversation in the expected format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The text is not valid JSON.
+    #[error("invalid JSON at line {line}, column {column}: {message}")]
+    Json {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// serde_json's description.
+        message: String,
+    },
+    /// The JSON does not have the shape of a conversation.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The input matches no format we know.
+    #[error("{0}")]
+    Unrecognized(String),
+    /// The format cannot be written.
+    #[error("the {0} format can be read but not written; write anthropic or openai")]
+    ReadOnly(Format),
+}
+
+impl FormatError {
+    /// Wraps a serde_json error, keeping its position.
+    pub fn json(err: &serde_json::Error) -> FormatError {
+        let message = err.to_string();
+        // serde_json appends " at line L column C"; we print the position ourselves.
+        let message = match message.rfind(" at line ") {
+            Some(end) => message[..end].to_string(),
+            None => message,
+        };
+        FormatError::Json {
+            line: err.line(),
+            column: err.column(),
+            message,
+        }
+    }
+}
+
+/// Guesses the format of `text` from its content.
+///
+/// A single JSON value is OpenAI when its messages use OpenAI-only roles or fields
+/// (`system`/`developer`/`tool` roles, `tool_calls`, `tool_call_id`, `image_url` parts),
+/// and Anthropic otherwise (plain user/assistant strings read the same in both). Text that
+/// is several JSON objects, one a line, is a Claude Code log.
+pub fn detect(text: &str) -> Result<Format, FormatError> {
+    let text = strip_bom(text);
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => Ok(detect_value(&value)),
+        Err(err) => {
+            if claude_code::looks_like_log(text) {
+                Ok(Format::ClaudeCode)
+            } else {
+                Err(FormatError::json(&err))
+            }
+        }
+    }
+}
+
+fn detect_value(value: &Value) -> Format {
+    let messages = match value {
+        Value::Array(messages) => Some(messages),
+        Value::Object(map) => map.get("messages").and_then(Value::as_array),
+        _ => None,
+    };
+    match messages {
+        Some(messages) if openai::looks_like_openai(messages) => Format::OpenAi,
+        Some(_) => Format::Anthropic,
+        // A lone Claude Code record is one JSON object with a `type` and a `uuid` or `sessionId`.
+        None if claude_code::looks_like_record(value) => Format::ClaudeCode,
+        None => Format::Anthropic,
+    }
+}
+
+fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Reads `text` as `format`, or as the detected format when `format` is `None`.
+pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> {
+    let text = strip_bom(text);
+    let format = match format {
+        Some(format) => format,
+        None => detect(text)?,
+    };
+    if format == Format::ClaudeCode {
+        let (conversation, notes) = claude_code::parse(text)?;
+        return Ok(Parsed {
+            conversation,
+            format,
+            layout: Layout::Object,
+            notes,
+        });
+    }
+    let value: Value = serde_json::from_str(text).map_err(|err| FormatError::json(&err))?;
+    let layout = if value.is_array() {
+        Layout::Array
+    } else {
+        Layout::Object
+    };
+    let conversation = match format {
+        Format::Anthropic => Conversation::from_value(value)?,
+        Format::OpenAi => openai::from_value(value)?,
+        Format::ClaudeCode => unreachable!("handled above"),
+    };
+    Ok(Parsed {
+        conversation,
+        format,
+        layout,
+        notes: Vec::new(),
+    })
+}
+
+/// Writes `conversation` as `format` in `layout`, as a JSON value.
+pub fn to_value(
+    conversation: &Conversation,
+    format: Format,
+    layout: Layout,
+) -> Result<Value, FormatError> {
+    let value = match format {
+        Format::Anthropic => conversation.to_value(),
+        Format::OpenAi => openai::to_value(conversation),
+        Format::ClaudeCode => return Err(FormatError::ReadOnly(format)),
+    };
+    Ok(match (layout, value) {
+        (Layout::Array, Value::Object(mut map)) => map.remove("messages").unwrap_or(Value::Array(Vec::new())),
+        (_, value) => value,
+    })
+}
+
+/// Writes `conversation` as pretty-printed JSON text, ending in a newline.
+pub fn write(
+    conversation: &Conversation,
+    format: Format,
+    layout: Layout,
+) -> Result<String, FormatError> {
+    let value = to_value(conversation, format, layout)?;
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_formats() {
+        assert_eq!(detect(r#"{"messages": [{"role": "user", "content": "a"}]}"#), Ok(Format::Anthropic));
+        assert_eq!(detect(r#"[{"role": "system", "content": "a"}]"#), Ok(Format::OpenAi));
+        assert_eq!(
+            detect("{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n{\"type\":\"assistant\",\"uuid\":\"b\",\"message\":{\"role\":\"assistant\",\"content\":[]}}\n"),
+            Ok(Format::ClaudeCode)
+        );
+    }
+
+    #[test]
+    fn json_errors_have_positions() {
+        let err = parse("{\n  \"messages\": [,]\n}", None).unwrap_err();
+        assert!(matches!(err, FormatError::Json { line: 2, column: 16, .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid JSON at line 2, column 16: expected value"
+        );
+    }
+
+    #[test]
+    fn array_layout_is_kept() {
+        let parsed = parse(r#"[{"role": "user", "content": "a"}]"#, None).unwrap();
+        assert_eq!(parsed.layout, Layout::Array);
+        let value = to_value(&parsed.conversation, Format::Anthropic, parsed.layout).unwrap();
+        assert_eq!(value, serde_json::json!([{"role": "user", "content": "a"}]));
+    }
+}

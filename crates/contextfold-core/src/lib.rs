@@ -1,0 +1,37 @@
+//! contextfold-core: the pure part of contextfold.
+//!
+//! No I/O, no async, no network, no clock: every function here maps values to values, so
+//! the same input and configuration always give the same output, byte for byte.
+//!
+//! # Brief overview
+//!
+//! - [`Conversation`], [`Message`], [`Block`]: a lossless model of an Anthropic Messages
+//!   request ([`conversation`]).
+//! - [`format`]: read and write Anthropic, OpenAI Chat Completions and Claude Code session
+//!   logs, with autodetection.
+//! - [`validate()`] and [`repair()`]: the provider's rules, with exact locations.
+//! - [`tokens`]: token counting, exact (BPE) or estimated, and memoised.
+//!
+//! ```
+//! use contextfold_core::{format, validate};
+//!
+//! let text = r#"{"messages": [{"role": "user", "content": "hello"}]}"#;
+//! let parsed = format::parse(text, None).unwrap();
+//! assert!(validate(&parsed.conversation).is_empty());
+//! ```
+#![deny(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod conversation;
+pub mod format;
+pub mod hash;
+pub mod repair;
+pub mod tokens;
+pub mod validate;
+
+pub use conversation::{
+    Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System,
+    ToolResult, ToolResultContent, ToolUse,
+};
+pub use repair::{repair, Fix};
+pub use validate::{validate, Problem, Rule};
