@@ -738,6 +738,27 @@ impl Block {
     }
 }
 
+/// Serializes as the Anthropic JSON of [`Conversation::to_value`].
+impl serde::Serialize for Conversation {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&self.to_value(), serializer)
+    }
+}
+
+/// Serializes as the Anthropic JSON of [`Message::to_value`].
+impl serde::Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&self.to_value(), serializer)
+    }
+}
+
+/// Serializes as the Anthropic JSON of [`Block::to_value`].
+impl serde::Serialize for Block {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&self.to_value(), serializer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

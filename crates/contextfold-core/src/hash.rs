@@ -41,6 +41,52 @@ impl StableHasher {
     }
 }
 
+/// `value` as JSON with object keys sorted, so equal values hash equally whatever order
+/// their keys came in.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    fn write(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// The stable reference of a stored payload: `cf-` and 12 hex digits of its content hash.
+pub fn payload_ref(payload: &serde_json::Value) -> String {
+    let hash = match payload {
+        serde_json::Value::String(text) => StableHasher::default().write(b"text").write(text.as_bytes()).finish(),
+        other => StableHasher::default().write(b"json").write(canonical_json(other).as_bytes()).finish(),
+    };
+    format!("cf-{:012x}", hash >> 16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +99,14 @@ mod tests {
             StableHasher::default().write(b"ab").write(b"c").finish(),
             StableHasher::default().write(b"a").write(b"bc").finish()
         );
+    }
+
+    #[test]
+    fn refs_ignore_key_order() {
+        let a = serde_json::json!({"a": 1, "b": [1, {"y": 2, "x": 1}]});
+        let b: serde_json::Value = serde_json::from_str(r#"{"b": [1, {"x": 1, "y": 2}], "a": 1}"#).unwrap();
+        assert_eq!(payload_ref(&a), payload_ref(&b));
+        assert_eq!(payload_ref(&a).len(), 15);
+        assert_ne!(payload_ref(&serde_json::json!("x")), payload_ref(&serde_json::json!(["x"])));
     }
 }

@@ -22,11 +22,17 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod boundary;
 pub mod conversation;
+pub mod evict;
 pub mod format;
 pub mod hash;
+pub mod plan;
 pub mod repair;
+pub mod stats;
+pub mod summary;
 pub mod tokens;
+pub mod tools;
 pub mod validate;
 
 pub use conversation::{

@@ -33,6 +33,15 @@ impl Format {
             Format::ClaudeCode => "claude-code",
         }
     }
+
+    /// The format to write a conversation read as `self` in: itself, or Anthropic for a
+    /// read-only format.
+    pub fn writable(self) -> Format {
+        match self {
+            Format::ClaudeCode => Format::Anthropic,
+            format => format,
+        }
+    }
 }
 
 impl fmt::Display for Format {

@@ -1,0 +1,40 @@
+//! One module per subcommand; each turns its arguments into library calls and prints.
+
+mod convert;
+mod count;
+mod stats;
+mod validate;
+
+use crate::args::{Cli, Command};
+use contextfold::core::format::{Format, Parsed};
+use contextfold::input;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Runs the command and decides the exit code.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Stats(args) => stats::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::Count(args) => count::run(args),
+    }
+}
+
+/// Loads one conversation, printing the reader's notes (skipped log lines, repairs) to stderr.
+fn load(path: &Path, format: Option<Format>) -> Result<Parsed, input::LoadError> {
+    let parsed = input::load(path, format)?;
+    for note in &parsed.notes {
+        eprintln!("{}: note: {note}", input::Shown(path.to_path_buf()));
+    }
+    Ok(parsed)
+}
+
+/// Exit code 2 when any file failed, else `code`.
+fn exit(failed: bool, code: ExitCode) -> ExitCode {
+    if failed {
+        ExitCode::from(2)
+    } else {
+        code
+    }
+}

@@ -1,0 +1,80 @@
+//! `contextfold validate`: check the provider's rules, optionally repair.
+
+use crate::args::ValidateArgs;
+use crate::output;
+use contextfold::core::stats::ProblemView;
+use contextfold::core::{repair, validate};
+use contextfold::input::{self, Shown};
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    file: String,
+    valid: bool,
+    problems: Vec<ProblemView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fixes: Option<Vec<String>>,
+    notes: &'a [String],
+}
+
+pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    if args.repair && args.files.len() > 1 {
+        anyhow::bail!("--repair takes one input file (got {})", args.files.len());
+    }
+    let mut failed = false;
+    let mut invalid = false;
+    for path in &args.files {
+        let shown = Shown(path.clone());
+        let mut parsed = match super::load(path, args.input.format) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                eprintln!("contextfold: {err}");
+                failed = true;
+                continue;
+            }
+        };
+        let mut problems = validate(&parsed.conversation);
+        let mut fixes = None;
+        if args.repair {
+            let applied = repair(&mut parsed.conversation);
+            problems = validate(&parsed.conversation);
+            if let Some(out) = &args.output {
+                input::save(out, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
+            }
+            fixes = Some(applied.iter().map(ToString::to_string).collect::<Vec<_>>());
+        }
+        invalid |= !problems.is_empty();
+        if args.json {
+            output::json_line(&Report {
+                file: shown.to_string(),
+                valid: problems.is_empty(),
+                problems: problems.iter().map(ProblemView::from).collect(),
+                fixes,
+                notes: &parsed.notes,
+            })?;
+            continue;
+        }
+        // With the repaired conversation on stdout, the report goes to stderr.
+        let mut report = String::new();
+        for fix in fixes.iter().flatten() {
+            report.push_str(&format!("{shown}: fixed: {fix}\n"));
+        }
+        if problems.is_empty() {
+            report.push_str(&format!("{shown}: valid\n"));
+        } else {
+            report.push_str(&format!("{shown}: {} problem(s)\n", problems.len()));
+            for problem in &problems {
+                report.push_str(&format!("  {problem}\n"));
+            }
+        }
+        if args.output.as_deref().is_some_and(|out| out.as_os_str() == "-") {
+            eprint!("{report}");
+        } else {
+            output::print(&report)?;
+        }
+    }
+    let code = if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS };
+    Ok(super::exit(failed, code))
+}
+

@@ -1,0 +1,190 @@
+//! Safe cut points: where a conversation may be split into a head to fold and a tail to keep.
+//!
+//! A cut before message `i` is safe when the tail `messages[i..]` needs nothing from the
+//! head: no tool_result in the tail answers a tool_use in the head, no parallel batch is
+//! split (cuts fall between whole messages), and when the current tool loop carries signed
+//! thinking, that loop stays whole. Two kinds of cut qualify:
+//!
+//! - a **turn start**: a user message with authored content and no tool results;
+//! - a **tool cycle**: an assistant message right after a user message that answers every
+//!   call of the assistant message before it. This is what makes a single user turn with
+//!   hundreds of tool calls compactable.
+
+use crate::conversation::{Block, Message, Role};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// What kind of place a cut falls at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundaryKind {
+    /// Before a user message that starts a new turn.
+    TurnStart,
+    /// Before an assistant message that continues a tool loop whose calls are all answered.
+    ToolCycle,
+}
+
+impl BoundaryKind {
+    /// The name printed by the CLI: `turn_start` or `tool_cycle`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BoundaryKind::TurnStart => "turn_start",
+            BoundaryKind::ToolCycle => "tool_cycle",
+        }
+    }
+}
+
+/// A safe cut: the head is `messages[..index]`, the tail `messages[index..]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Boundary {
+    /// Index of the first tail message.
+    pub index: usize,
+    /// The kind of cut.
+    pub kind: BoundaryKind,
+}
+
+fn has_results(message: &Message) -> bool {
+    message.content.iter().any(|block| matches!(block, Block::ToolResult(_)))
+}
+
+fn has_thinking(message: &Message) -> bool {
+    message
+        .content
+        .iter()
+        .any(|block| matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
+}
+
+/// Whether `answer` answers every tool call of `call`.
+fn answers_all(call: &Message, answer: &Message) -> bool {
+    let answered: HashSet<&str> = answer
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            Block::ToolResult(result) => Some(result.tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    call.tool_use_ids().all(|id| answered.contains(id))
+}
+
+/// Index of the message that starts the current tool loop: the last turn start, or 0.
+pub fn current_loop_start(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|message| message.role == Role::User && !has_results(message) && message.is_authored())
+        .unwrap_or(0)
+}
+
+/// Every safe cut in `messages`, in order, excluding a cut before the first message and
+/// after the last (a head or tail that is empty folds nothing or keeps nothing).
+pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
+    let loop_start = current_loop_start(messages);
+    // In the current loop, a cut must not separate the loop from its signed thinking: it
+    // may fall only before the first thinking-led assistant message of the loop.
+    let first_thinking = messages
+        .iter()
+        .enumerate()
+        .skip(loop_start)
+        .find(|(_, message)| message.role == Role::Assistant && has_thinking(message))
+        .map(|(index, _)| index);
+    let mut cuts = Vec::new();
+    for index in 1..messages.len() {
+        let message = &messages[index];
+        let kind = match message.role {
+            Role::User if !has_results(message) && message.is_authored() => BoundaryKind::TurnStart,
+            Role::Assistant if index >= 2 => {
+                let (call, answer) = (&messages[index - 2], &messages[index - 1]);
+                let cycle = call.role == Role::Assistant
+                    && answer.role == Role::User
+                    && call.has_tool_use()
+                    && has_results(answer)
+                    && answers_all(call, answer);
+                if !cycle {
+                    continue;
+                }
+                if first_thinking.is_some_and(|first| index > first) {
+                    continue;
+                }
+                BoundaryKind::ToolCycle
+            }
+            _ => continue,
+        };
+        cuts.push(Boundary { index, kind });
+    }
+    cuts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Conversation;
+    use serde_json::{json, Value};
+
+    fn messages(value: Value) -> Vec<Message> {
+        Conversation::from_value(value).expect("parses").messages
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}})
+    }
+
+    fn result(id: &str) -> Value {
+        json!({"type": "tool_result", "tool_use_id": id, "content": "ok"})
+    }
+
+    fn thinking() -> Value {
+        json!({"type": "thinking", "thinking": "hm", "signature": "sig"})
+    }
+
+    fn cuts(value: Value) -> Vec<(usize, &'static str)> {
+        boundaries(&messages(value)).into_iter().map(|cut| (cut.index, cut.kind.name())).collect()
+    }
+
+    #[test]
+    fn turn_starts_and_tool_cycles() {
+        assert_eq!(
+            cuts(json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [call("a"), call("b")]},
+                {"role": "user", "content": [result("a"), result("b")]},
+                {"role": "assistant", "content": [call("c")]},
+                {"role": "user", "content": [result("c")]},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": "next"},
+                {"role": "assistant", "content": "ok"}
+            ])),
+            [(3, "tool_cycle"), (5, "tool_cycle"), (6, "turn_start")]
+        );
+    }
+
+    #[test]
+    fn a_user_message_with_results_and_text_is_no_turn_start() {
+        assert_eq!(
+            cuts(json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [call("a")]},
+                {"role": "user", "content": [result("a"), {"type": "text", "text": "also this"}]},
+                {"role": "assistant", "content": "ok"}
+            ])),
+            [(3, "tool_cycle")]
+        );
+    }
+
+    #[test]
+    fn the_current_loop_keeps_its_thinking() {
+        let conversation = json!([
+            {"role": "user", "content": "earlier"},
+            {"role": "assistant", "content": [thinking(), call("a")]},
+            {"role": "user", "content": [result("a")]},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "now"},
+            {"role": "assistant", "content": [thinking(), call("b")]},
+            {"role": "user", "content": [result("b")]},
+            {"role": "assistant", "content": [thinking(), call("c")]},
+            {"role": "user", "content": [result("c")]}
+        ]);
+        // The earlier turn's cycle (3) is fine; inside the current loop, no cut after
+        // message 5, which carries the loop's thinking.
+        assert_eq!(cuts(conversation), [(3, "tool_cycle"), (4, "turn_start")]);
+    }
+}

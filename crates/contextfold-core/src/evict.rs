@@ -1,0 +1,653 @@
+//! Eviction: stale tool output becomes a typed pointer that says how to get it back.
+//!
+//! Eviction never removes a block (invariant 3): it swaps a tool_result's payload for one
+//! line of text naming the tool, its target, the size removed, the reason, how to restore
+//! it, and a stable `ref` (a content hash) under which a store can keep the original. The
+//! removed payloads travel in the [`EvictReport`], so a caller can store them.
+//!
+//! Relevance first: a file read superseded by a later read of the same file and range, a
+//! read made stale by a later write or edit of the file, and an output repeated verbatim
+//! later go before anything else. Then the oldest outputs go, outside the working set of
+//! the most recent results. Outputs in the final message (the ones the model is about to
+//! read) are never evicted.
+
+use crate::boundary::current_loop_start;
+use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
+use crate::hash::{payload_ref, StableHasher};
+use crate::tokens::{count_block, count_conversation, TokenCounter};
+use crate::tools::{classify, Action, ActionKind, Preset};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// How every pointer starts; text starting with it is never evicted again.
+pub const POINTER_PREFIX: &str = "[contextfold: offloaded ";
+
+/// What to evict. The [`Default`] keeps the 5 most recent results, evicts only payloads of
+/// at least 64 tokens, and has no target (it evicts every candidate).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvictConfig {
+    /// Which tool names to recognise.
+    pub preset: Preset,
+    /// Keep the N most recent tool results (the working set) from age-based eviction.
+    pub keep_recent: Option<usize>,
+    /// Keep the most recent results holding up to K tokens from age-based eviction.
+    pub keep_recent_tokens: Option<u64>,
+    /// Evict nothing unless at least this many tokens are freed: one prompt-cache rewrite
+    /// must pay for itself.
+    pub clear_at_least: Option<u64>,
+    /// Stop once the conversation holds at most this many tokens.
+    pub target_tokens: Option<u64>,
+    /// Paths whose latest read is never evicted.
+    pub pinned_paths: Vec<String>,
+    /// Tools whose results are never evicted.
+    pub exclude_tools: Vec<String>,
+    /// Payloads smaller than this are left alone: the pointer would save little.
+    pub min_payload_tokens: u64,
+    /// Clear string arguments of tool calls (e.g. the content of a Write) above this many
+    /// tokens, except in the final assistant message.
+    pub clear_inputs_over: Option<u64>,
+    /// Drop thinking blocks of all but the last N user turns, never in the current tool
+    /// loop. This removes blocks; it is off by default.
+    pub keep_thinking_turns: Option<usize>,
+}
+
+impl Default for EvictConfig {
+    fn default() -> Self {
+        EvictConfig {
+            preset: Preset::Auto,
+            keep_recent: Some(5),
+            keep_recent_tokens: None,
+            clear_at_least: None,
+            target_tokens: None,
+            pinned_paths: Vec::new(),
+            exclude_tools: Vec::new(),
+            min_payload_tokens: 64,
+            clear_inputs_over: None,
+            keep_thinking_turns: None,
+        }
+    }
+}
+
+/// Why a payload was evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The same file and range was read again later.
+    Superseded,
+    /// The file was written or edited after this read.
+    Stale,
+    /// The same output appears again later.
+    Duplicate,
+    /// Older than the working set.
+    Age,
+    /// A large tool-call argument.
+    Input,
+}
+
+impl Reason {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Superseded => "superseded",
+            Reason::Stale => "stale",
+            Reason::Duplicate => "duplicate",
+            Reason::Age => "age",
+            Reason::Input => "input",
+        }
+    }
+
+    fn phrase(self) -> &'static str {
+        match self {
+            Reason::Superseded => "superseded by a later read",
+            Reason::Stale => "stale: the file changed later",
+            Reason::Duplicate => "the same output appears later",
+            Reason::Age => "older output",
+            Reason::Input => "large tool argument",
+        }
+    }
+}
+
+/// One evicted payload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Offload {
+    /// The stable reference of the payload.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The tool that produced it.
+    pub tool: String,
+    /// What the tool did.
+    pub kind: ActionKind,
+    /// The file, pattern, command or URL.
+    pub target: Option<String>,
+    /// Index of the message.
+    pub message: usize,
+    /// Index of the block.
+    pub block: usize,
+    /// Tokens of the block before.
+    pub tokens: u64,
+    /// Tokens freed (before minus the pointer).
+    pub freed: u64,
+    /// Why it went.
+    pub reason: Reason,
+    /// The removed payload: a string, a block list, or (for [`Reason::Input`]) the input.
+    #[serde(skip)]
+    pub payload: Value,
+    /// The block that replaces the original.
+    #[serde(skip)]
+    pub replacement: Block,
+}
+
+/// What [`evict`] did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct EvictReport {
+    /// Tokens of the conversation before.
+    pub tokens_before: u64,
+    /// Tokens after.
+    pub tokens_after: u64,
+    /// Number of payloads offloaded.
+    pub offloaded: usize,
+    /// Offloads by reason.
+    pub by_reason: BTreeMap<String, usize>,
+    /// Each offload.
+    pub items: Vec<Offload>,
+    /// Thinking blocks dropped.
+    pub thinking_cleared: usize,
+    /// Why nothing was evicted, when candidates existed but a threshold was not met.
+    pub skipped: Option<String>,
+}
+
+/// A tool result with what is known about it.
+struct Candidate<'a> {
+    message: usize,
+    block: usize,
+    tool: &'a ToolUse,
+    action: Action,
+    tokens: u64,
+    text_hash: u64,
+}
+
+impl Candidate<'_> {
+    fn choice(&self, reason: Reason) -> Choice {
+        Choice {
+            message: self.message,
+            block: self.block,
+            reason,
+            tool: self.tool.name.clone(),
+            action: self.action.clone(),
+        }
+    }
+}
+
+/// Evicts stale tool output from `conversation` in place.
+pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> EvictReport {
+    let tokens_before = count_conversation(counter, conversation);
+    let mut report = EvictReport {
+        tokens_before,
+        tokens_after: tokens_before,
+        ..EvictReport::default()
+    };
+    let order = choose(conversation, config, counter);
+    let mut planned: Vec<Offload> = Vec::new();
+    let mut total = tokens_before;
+    let mut freed_total = 0;
+    for choice in order {
+        if config.target_tokens.is_some_and(|target| total <= target) {
+            break;
+        }
+        let Some(offload) = offload(&conversation.messages[choice.message], choice, counter) else {
+            continue;
+        };
+        total -= offload.freed;
+        freed_total += offload.freed;
+        planned.push(offload);
+    }
+    if let Some(threshold) = config.clear_at_least {
+        if freed_total < threshold && !planned.is_empty() {
+            report.skipped = Some(format!(
+                "evicting would free {freed_total} tokens, less than the minimum of {threshold}"
+            ));
+            planned.clear();
+        }
+    }
+    for item in &mut planned {
+        if let Some(block) = conversation.messages[item.message].content.get_mut(item.block) {
+            *block = std::mem::replace(&mut item.replacement, Block::text(""));
+        }
+    }
+    if let Some(turns) = config.keep_thinking_turns {
+        report.thinking_cleared = clear_thinking(&mut conversation.messages, turns);
+    }
+    for item in &planned {
+        *report.by_reason.entry(item.reason.name().to_string()).or_default() += 1;
+    }
+    report.offloaded = planned.len();
+    report.items = planned;
+    report.tokens_after = if report.thinking_cleared > 0 {
+        count_conversation(counter, conversation)
+    } else {
+        total_after(tokens_before, &report.items)
+    };
+    report
+}
+
+fn total_after(before: u64, items: &[Offload]) -> u64 {
+    before - items.iter().map(|item| item.freed).sum::<u64>()
+}
+
+/// Whether a tool_result's payload is already a contextfold pointer or marker.
+pub fn is_evicted(result: &ToolResult) -> bool {
+    match &result.content {
+        Some(ToolResultContent::Text(text)) => text.starts_with("[contextfold: "),
+        _ => false,
+    }
+}
+
+/// One block chosen for eviction.
+struct Choice {
+    message: usize,
+    block: usize,
+    reason: Reason,
+    tool: String,
+    action: Action,
+}
+
+/// The order in which to evict, relevance first, then oldest.
+fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> Vec<Choice> {
+    let messages = &conversation.messages;
+    let calls: HashMap<&str, &ToolUse> = messages
+        .iter()
+        .flat_map(|message| &message.content)
+        .filter_map(|block| match block {
+            Block::ToolUse(tool_use) => Some((tool_use.id.as_str(), tool_use)),
+            _ => None,
+        })
+        .collect();
+    let last = messages.len().saturating_sub(1);
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut actions: Vec<(usize, Action)> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        for (position, block) in message.content.iter().enumerate() {
+            match block {
+                Block::ToolUse(tool_use) => actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input))),
+                Block::ToolResult(result) if index != last && !is_evicted(result) => {
+                    let Some(tool) = calls.get(result.tool_use_id.as_str()).copied() else { continue };
+                    if config.exclude_tools.iter().any(|name| *name == tool.name) {
+                        continue;
+                    }
+                    let tokens = count_block(counter, block);
+                    candidates.push(Candidate {
+                        message: index,
+                        block: position,
+                        tool,
+                        action: classify(config.preset, &tool.name, &tool.input),
+                        tokens,
+                        text_hash: StableHasher::default().write(result.text().as_bytes()).finish(),
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .filter(|candidate| candidate.tokens >= config.min_payload_tokens)
+        .collect();
+
+    // Pinned paths keep their latest read.
+    let mut protected: HashSet<(usize, usize)> = HashSet::new();
+    for path in &config.pinned_paths {
+        let path = crate::tools::normalize_path(path);
+        if let Some(latest) = candidates
+            .iter()
+            .rev()
+            .find(|candidate| candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path.as_str()))
+        {
+            protected.insert((latest.message, latest.block));
+        }
+    }
+
+    let mut order = Vec::new();
+    let mut chosen: HashSet<(usize, usize)> = HashSet::new();
+    for (i, candidate) in candidates.iter().enumerate() {
+        let key = (candidate.message, candidate.block);
+        if protected.contains(&key) {
+            continue;
+        }
+        let later = &candidates[i + 1..];
+        let reason = if candidate.action.kind == ActionKind::FileRead && candidate.action.target.is_some() {
+            let superseded = later.iter().any(|other| {
+                other.action.kind == ActionKind::FileRead
+                    && other.action.target == candidate.action.target
+                    && (other.action.range == candidate.action.range || other.action.range.is_none())
+            });
+            let stale = actions.iter().any(|(at, action)| {
+                *at > candidate.message && action.kind.changes_file() && action.target == candidate.action.target
+            });
+            if superseded {
+                Some(Reason::Superseded)
+            } else if stale {
+                Some(Reason::Stale)
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let reason = reason.or_else(|| {
+            later
+                .iter()
+                .any(|other| other.text_hash == candidate.text_hash)
+                .then_some(Reason::Duplicate)
+        });
+        if let Some(reason) = reason {
+            order.push(candidate.choice(reason));
+            chosen.insert(key);
+        }
+    }
+
+    // The working set: the most recent results by count and/or tokens.
+    let mut working: HashSet<(usize, usize)> = HashSet::new();
+    let mut kept_tokens = 0u64;
+    for (rank, candidate) in candidates.iter().rev().enumerate() {
+        let by_count = config.keep_recent.is_some_and(|keep| rank < keep);
+        let by_tokens = config.keep_recent_tokens.is_some_and(|keep| kept_tokens + candidate.tokens <= keep);
+        if by_count || by_tokens {
+            working.insert((candidate.message, candidate.block));
+            kept_tokens += candidate.tokens;
+        } else if config.keep_recent_tokens.is_some() {
+            // Past the token window, stop counting it; count-based keeping may still apply.
+            kept_tokens = u64::MAX / 2;
+        }
+    }
+    for candidate in &candidates {
+        let key = (candidate.message, candidate.block);
+        if !chosen.contains(&key) && !working.contains(&key) && !protected.contains(&key) {
+            order.push(candidate.choice(Reason::Age));
+        }
+    }
+    if let Some(over) = config.clear_inputs_over {
+        let last_assistant = messages.iter().rposition(|message| message.role == Role::Assistant);
+        for (index, message) in messages.iter().enumerate() {
+            if Some(index) == last_assistant {
+                continue;
+            }
+            for (position, block) in message.content.iter().enumerate() {
+                let Block::ToolUse(tool_use) = block else { continue };
+                if !input_is_cleared(&tool_use.input) && count_block(counter, block) > over {
+                    order.push(Choice {
+                        message: index,
+                        block: position,
+                        reason: Reason::Input,
+                        tool: tool_use.name.clone(),
+                        action: classify(config.preset, &tool_use.name, &tool_use.input),
+                    });
+                }
+            }
+        }
+    }
+    order
+}
+
+fn input_is_cleared(input: &Value) -> bool {
+    input
+        .as_object()
+        .is_some_and(|map| map.values().any(|value| value.as_str().is_some_and(|text| text.starts_with("[contextfold: "))))
+}
+
+/// `9400` → `9.4k`.
+pub fn short_tokens(tokens: u64) -> String {
+    if tokens >= 1000 {
+        format!("{:.1}k", tokens as f64 / 1000.0)
+    } else {
+        tokens.to_string()
+    }
+}
+
+fn clip(text: &str, max_chars: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
+}
+
+fn restore_hint(kind: ActionKind) -> &'static str {
+    match kind {
+        ActionKind::FileRead => "re-read the file to restore",
+        ActionKind::FileWrite | ActionKind::FileEdit => "read the file to see its current state",
+        ActionKind::Search => "re-run the search to restore",
+        ActionKind::Shell => "re-run the command to restore",
+        ActionKind::WebFetch => "fetch the URL again to restore",
+        ActionKind::Other => "re-run the tool to restore",
+    }
+}
+
+/// The pointer text for a payload.
+pub fn pointer(tool: &str, action: &Action, lines: usize, tokens: u64, reason: Reason, reference: &str) -> String {
+    let target = action.target.as_deref().map(|target| format!(" {}", clip(target, 80))).unwrap_or_default();
+    let range = action.range.as_deref().map(|range| format!(" [{range}]")).unwrap_or_default();
+    format!(
+        "{POINTER_PREFIX}{tool}{target}{range} ({lines} lines, {} tokens; {}) — {}; ref {reference}]",
+        short_tokens(tokens),
+        reason.phrase(),
+        restore_hint(action.kind)
+    )
+}
+
+/// Plans one offload without applying it; `None` when it would free nothing.
+fn offload(message: &Message, choice: Choice, counter: &dyn TokenCounter) -> Option<Offload> {
+    let block = message.content.get(choice.block)?;
+    let tokens = count_block(counter, block);
+    let (payload, replacement) = match block {
+        Block::ToolResult(result) => {
+            let payload = match &result.content {
+                Some(ToolResultContent::Text(text)) => Value::String(text.clone()),
+                Some(ToolResultContent::Blocks(blocks)) => Value::Array(blocks.iter().map(Block::to_value).collect()),
+                None => return None,
+            };
+            let reference = payload_ref(&payload);
+            let lines = result.text().lines().count();
+            let text = pointer(&choice.tool, &choice.action, lines, tokens, choice.reason, &reference);
+            let mut replaced = result.clone();
+            replaced.content = Some(ToolResultContent::Text(text));
+            (payload, Block::ToolResult(replaced))
+        }
+        Block::ToolUse(tool_use) => {
+            let reference = payload_ref(&tool_use.input);
+            let mut replaced = tool_use.clone();
+            let Value::Object(fields) = &mut replaced.input else { return None };
+            for (key, value) in fields.iter_mut() {
+                let Value::String(text) = value else { continue };
+                if text.len() < CLEARED_INPUT_BYTES {
+                    continue;
+                }
+                *value = Value::String(format!(
+                    "{POINTER_PREFIX}`{key}` of this {} call ({} lines, {} tokens; {}) — read the file to see its current state; ref {reference}]",
+                    choice.tool,
+                    text.lines().count(),
+                    short_tokens(counter.count_text(text)),
+                    choice.reason.phrase(),
+                ));
+            }
+            (tool_use.input.clone(), Block::ToolUse(replaced))
+        }
+        _ => return None,
+    };
+    let freed = tokens.checked_sub(count_block(counter, &replacement)).filter(|&freed| freed > 0)?;
+    Some(Offload {
+        reference: payload_ref(&payload),
+        tool: choice.tool,
+        kind: choice.action.kind,
+        target: choice.action.target,
+        message: choice.message,
+        block: choice.block,
+        tokens,
+        freed,
+        reason: choice.reason,
+        payload,
+        replacement,
+    })
+}
+
+/// String arguments at least this long are cleared by [`EvictConfig::clear_inputs_over`].
+pub const CLEARED_INPUT_BYTES: usize = 400;
+
+/// Drops thinking blocks before the last `keep_turns` user turns, outside the current loop.
+fn clear_thinking(messages: &mut [Message], keep_turns: usize) -> usize {
+    let loop_start = current_loop_start(messages);
+    let turn_starts: Vec<usize> = (0..messages.len())
+        .filter(|&index| messages[index].role == Role::User && messages[index].is_authored())
+        .collect();
+    let keep_from = turn_starts
+        .len()
+        .checked_sub(keep_turns.max(1))
+        .map_or(0, |at| turn_starts[at])
+        .min(loop_start);
+    let mut cleared = 0;
+    for message in &mut messages[..keep_from] {
+        if message.role != Role::Assistant {
+            continue;
+        }
+        let others = message
+            .content
+            .iter()
+            .filter(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
+            .count();
+        if others == 0 || others == message.content.len() {
+            continue;
+        }
+        cleared += message.content.len() - others;
+        message
+            .content
+            .retain(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)));
+    }
+    cleared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::Chars4;
+    use crate::validate::validate;
+    use serde_json::json;
+
+    /// A session of `(tool, input, output)` steps, one tool call per assistant message.
+    fn session(steps: &[(&str, Value, String)]) -> Conversation {
+        let mut messages = vec![json!({"role": "user", "content": "fix it"})];
+        for (i, (tool, input, output)) in steps.iter().enumerate() {
+            let id = format!("t{i}");
+            messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": tool, "input": input}]}));
+            messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
+        }
+        messages.push(json!({"role": "assistant", "content": "done"}));
+        Conversation::from_value(Value::Array(messages)).unwrap()
+    }
+
+    fn big(tag: &str) -> String {
+        (0..40).map(|line| format!("{tag} line {line} of some file content\n")).collect()
+    }
+
+    fn read(path: &str) -> Value {
+        json!({"file_path": path})
+    }
+
+    /// Evicts and returns (message index, reason) of each offload, checking the invariants.
+    fn check(conversation: &mut Conversation, config: &EvictConfig) -> Vec<(usize, &'static str)> {
+        let blocks_before: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
+        let report = evict(conversation, config, &Chars4);
+        let blocks_after: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
+        assert_eq!(blocks_before, blocks_after, "eviction never removes a block");
+        assert!(validate(conversation).is_empty());
+        assert_eq!(report.tokens_after, count_conversation(&Chars4, conversation));
+        report.items.iter().map(|item| (item.message, item.reason.name())).collect()
+    }
+
+    fn no_age() -> EvictConfig {
+        EvictConfig { keep_recent: Some(100), ..EvictConfig::default() }
+    }
+
+    #[test]
+    fn relevance_reasons() {
+        let mut conversation = session(&[
+            ("Read", read("a.rs"), big("a1")),                                   // 2: superseded
+            ("Read", read("b.rs"), big("b1")),                                   // 4: stale
+            ("Edit", json!({"file_path": "b.rs", "old_string": "x", "new_string": "y"}), "ok".into()),
+            ("Bash", json!({"command": "pytest"}), big("same")),                 // 8: duplicate
+            ("Read", read("./a.rs"), big("a2")),                                 // 10
+            ("Bash", json!({"command": "pytest"}), big("same")),                 // 12
+            ("Read", read("c.rs"), big("c")),                                    // 14: never (last? no)
+        ]);
+        assert_eq!(check(&mut conversation, &no_age()), [(2, "superseded"), (4, "stale"), (8, "duplicate")]);
+        let pointer = conversation.messages[2].content[0].clone();
+        let Block::ToolResult(result) = pointer else { panic!() };
+        let text = result.text();
+        assert!(text.starts_with("[contextfold: offloaded Read a.rs (40 lines, "), "{text}");
+        assert!(text.contains("superseded by a later read) — re-read the file to restore; ref cf-"), "{text}");
+        // Already-evicted payloads are never processed again.
+        assert_eq!(check(&mut conversation, &no_age()), []);
+    }
+
+    #[test]
+    fn age_keeps_the_working_set() {
+        let steps: Vec<(&str, Value, String)> =
+            (0..8).map(|i| ("Bash", json!({"command": format!("step {i}")}), big(&format!("out{i}")))).collect();
+        let mut conversation = session(&steps);
+        let config = EvictConfig { keep_recent: Some(3), ..EvictConfig::default() };
+        assert_eq!(check(&mut conversation, &config), [(2, "age"), (4, "age"), (6, "age"), (8, "age"), (10, "age")]);
+
+        let mut conversation = session(&steps);
+        let one = count_block(&Chars4, &conversation.messages[2].content[0]);
+        let config = EvictConfig { keep_recent: None, keep_recent_tokens: Some(one * 2), ..EvictConfig::default() };
+        assert_eq!(check(&mut conversation, &config).len(), 6);
+    }
+
+    #[test]
+    fn thresholds_targets_pins_and_exclusions() {
+        let steps: Vec<(&str, Value, String)> = vec![
+            ("Read", read("hot.rs"), big("h1")),
+            ("Read", read("hot.rs"), big("h2")),
+            ("Grep", json!({"pattern": "x"}), big("g")),
+            ("Bash", json!({"command": "ls"}), big("l")),
+            ("Bash", json!({"command": "ls -la"}), "tiny".into()),
+        ];
+        let config = EvictConfig { keep_recent: Some(0), pinned_paths: vec!["hot.rs".into()], exclude_tools: vec!["Grep".into()], ..EvictConfig::default() };
+        assert_eq!(check(&mut session(&steps), &config), [(2, "superseded"), (8, "age")]);
+
+        let mut conversation = session(&steps);
+        let report = evict(&mut conversation, &EvictConfig { clear_at_least: Some(1_000_000), keep_recent: Some(0), ..EvictConfig::default() }, &Chars4);
+        assert_eq!(report.offloaded, 0);
+        assert!(report.skipped.is_some());
+        assert_eq!(conversation, session(&steps));
+
+        let mut conversation = session(&steps);
+        let before = count_conversation(&Chars4, &conversation);
+        let config = EvictConfig { target_tokens: Some(before - 10), keep_recent: Some(0), ..EvictConfig::default() };
+        assert_eq!(check(&mut conversation, &config).len(), 1, "stops once the target is met");
+    }
+
+    #[test]
+    fn large_inputs_and_thinking() {
+        let mut conversation = session(&[
+            ("Write", json!({"file_path": "new.rs", "content": big("w")}), "created".into()),
+            ("Bash", json!({"command": "ls"}), "a".into()),
+        ]);
+        let config = EvictConfig { clear_inputs_over: Some(100), ..EvictConfig::default() };
+        assert_eq!(check(&mut conversation, &config), [(1, "input")]);
+        let Block::ToolUse(write) = &conversation.messages[1].content[0] else { panic!() };
+        assert_eq!(write.input["file_path"], "new.rs");
+        assert!(write.input["content"].as_str().unwrap().starts_with(POINTER_PREFIX));
+
+        let mut conversation = Conversation::from_value(json!([
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "a"}]},
+            {"role": "user", "content": "two"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "b"}]}
+        ]))
+        .unwrap();
+        let report = evict(&mut conversation, &EvictConfig { keep_thinking_turns: Some(1), ..EvictConfig::default() }, &Chars4);
+        assert_eq!(report.thinking_cleared, 1);
+        assert_eq!(conversation.messages[1].content.len(), 1);
+        assert_eq!(conversation.messages[3].content.len(), 2);
+    }
+}

@@ -1,0 +1,147 @@
+//! The summary message: its marker, how to find it again, and `assemble`.
+//!
+//! A compacted conversation starts with one user message holding, in order, the pinned
+//! first request (if any), one text block with the summary (marked by [`SUMMARY_PREFIX`]),
+//! and, when the kept tail starts with a user turn, that turn's own blocks. The marker makes
+//! the layout reversible: [`split_summary`] takes the message apart again, so the next
+//! compaction folds the old summary in instead of summarizing a summary blindly.
+
+use crate::conversation::{Block, Conversation, Message, Role};
+
+/// The first line of every summary block.
+pub const SUMMARY_PREFIX: &str = "[contextfold: summary of the earlier conversation]";
+
+/// The text standing in for folded turns when no summary is given.
+pub const OMITTED_MARKER: &str = "[contextfold: earlier conversation omitted]";
+
+/// A summary block holding `summary` under the marker.
+pub fn summary_block(summary: &str) -> Block {
+    Block::text(format!("{SUMMARY_PREFIX}\n{}", summary.trim_end()))
+}
+
+fn summary_text(block: &Block) -> Option<&str> {
+    block
+        .as_text()
+        .and_then(|text| text.strip_prefix(SUMMARY_PREFIX))
+        .map(|rest| rest.strip_prefix('\n').unwrap_or(rest))
+}
+
+/// Whether `message` is a user message carrying a contextfold summary.
+pub fn is_summary_message(message: &Message) -> bool {
+    message.role == Role::User && message.content.iter().any(|block| summary_text(block).is_some())
+}
+
+/// A summary message taken apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummarySplit {
+    /// The blocks before the summary: the pinned first request.
+    pub pinned: Vec<Block>,
+    /// The summary text, without the marker.
+    pub summary: String,
+    /// The blocks after the summary: the start of the user turn kept with it.
+    pub rest: Vec<Block>,
+}
+
+/// Takes a summary message apart, or `None` if it holds no summary.
+pub fn split_summary(message: &Message) -> Option<SummarySplit> {
+    if message.role != Role::User {
+        return None;
+    }
+    let at = message.content.iter().position(|block| summary_text(block).is_some())?;
+    Some(SummarySplit {
+        pinned: message.content[..at].to_vec(),
+        summary: summary_text(&message.content[at])?.to_string(),
+        rest: message.content[at + 1..].to_vec(),
+    })
+}
+
+/// Builds the compacted conversation: `template`'s system prompt, tools and other fields
+/// verbatim, then one user message with `pinned` and the summary, then `tail`.
+///
+/// The result satisfies the provider's rules whenever `tail` is the tail of a valid
+/// conversation cut at a safe boundary: a tail starting with a user turn has that turn's
+/// blocks merged after the summary (roles keep alternating); a tail starting with an
+/// assistant message follows the summary message.
+pub fn assemble(template: &Conversation, summary: Option<&str>, pinned: &[Block], tail: &[Message]) -> Conversation {
+    let mut lead: Vec<Block> = pinned.to_vec();
+    match summary {
+        Some(summary) => lead.push(summary_block(summary)),
+        None if lead.is_empty() && tail.first().is_none_or(|first| first.role == Role::Assistant) => {
+            lead.push(Block::text(OMITTED_MARKER));
+        }
+        None => {}
+    }
+    let mut messages = Vec::with_capacity(tail.len() + 1);
+    let mut tail = tail.iter();
+    match tail.clone().next() {
+        Some(first) if first.role == Role::User => {
+            let mut first = tail.next().cloned().unwrap_or_else(|| Message::new(Role::User, Vec::new()));
+            if !lead.is_empty() {
+                lead.append(&mut first.content);
+                first.content = lead;
+                first.shape = crate::conversation::ContentShape::Blocks;
+            }
+            messages.push(first);
+        }
+        _ => messages.push(Message::new(Role::User, lead)),
+    }
+    messages.extend(tail.cloned());
+    Conversation {
+        system: template.system.clone(),
+        messages,
+        tools: template.tools.clone(),
+        extra: template.extra.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::validate;
+    use serde_json::json;
+
+    fn conversation() -> Conversation {
+        Conversation::from_value(json!({
+            "system": "sys",
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "fix the bug"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Bash", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]},
+                {"role": "assistant", "content": "fixed"},
+                {"role": "user", "content": "thanks, now the docs"},
+                {"role": "assistant", "content": "on it"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn assembles_before_a_user_turn_and_splits_back() {
+        let conversation = conversation();
+        let pinned = conversation.messages[0].content.clone();
+        let out = assemble(&conversation, Some("did things"), &pinned, &conversation.messages[4..]);
+        assert!(validate(&out).is_empty());
+        assert_eq!(out.messages.len(), 2);
+        assert_eq!(out.system, conversation.system);
+        assert_eq!(out.extra["model"], "m");
+        let split = split_summary(&out.messages[0]).expect("a summary");
+        assert_eq!(split.pinned, pinned);
+        assert_eq!(split.summary, "did things");
+        assert_eq!(split.rest, conversation.messages[4].content);
+        assert!(is_summary_message(&out.messages[0]));
+        assert!(!is_summary_message(&conversation.messages[0]));
+    }
+
+    #[test]
+    fn assembles_before_an_assistant_message() {
+        let conversation = conversation();
+        let out = assemble(&conversation, Some("s"), &[], &conversation.messages[3..]);
+        assert!(validate(&out).is_empty());
+        assert_eq!(out.messages.len(), 4);
+        assert_eq!(out.messages[0].content.len(), 1);
+        let out = assemble(&conversation, None, &[], &conversation.messages[3..]);
+        assert_eq!(out.messages[0].content[0].as_text(), Some(OMITTED_MARKER));
+        assert!(validate(&out).is_empty());
+    }
+}
