@@ -5,6 +5,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use contextfold::core::format::Format;
 use contextfold::core::tokens::Tokenizer;
+use contextfold::core::tools::Preset;
 use std::path::PathBuf;
 
 const EXIT_CODES: &str = "\
@@ -39,6 +40,16 @@ pub enum Command {
     /// Count the tokens of a conversation, or of raw text with --text.
     #[command(after_help = EXIT_CODES)]
     Count(CountArgs),
+    /// Dry run: show where a conversation would be cut into a head to fold and a tail to
+    /// keep, and what an eviction pass would free.
+    #[command(after_help = EXIT_CODES)]
+    Plan(PlanArgs),
+    /// Replace stale tool output with pointers that say how to get it back.
+    #[command(after_help = EXIT_CODES)]
+    Evict(EvictArgs),
+    /// Print the conversation as the plain transcript a summarizer reads.
+    #[command(after_help = EXIT_CODES)]
+    Render(RenderArgs),
 }
 
 /// How to read input files.
@@ -51,6 +62,17 @@ pub struct InputArgs {
 
 fn parse_format(name: &str) -> Result<Format, String> {
     name.parse()
+}
+
+fn parse_preset(name: &str) -> Result<Preset, String> {
+    name.parse()
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not a fraction between 0 and 1")),
+    }
 }
 
 fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
@@ -136,6 +158,101 @@ pub struct CountArgs {
     /// Count the input as raw text rather than as a conversation.
     #[arg(long)]
     pub text: bool,
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// `contextfold plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The conversation file (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Keep at least the last N user turns verbatim.
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<usize>,
+    /// Keep a tail of at most K tokens verbatim [default: 16000 when no other limit is given].
+    #[arg(long, value_name = "K")]
+    pub keep_tokens: Option<u64>,
+    /// Keep a tail of at least K tokens verbatim.
+    #[arg(long, value_name = "K")]
+    pub min_tail_tokens: Option<u64>,
+    /// Fold the first user request too, instead of keeping it verbatim.
+    #[arg(long)]
+    pub no_pin_first: bool,
+    /// Do nothing unless the head holds at least this fraction of the tokens.
+    #[arg(long, value_name = "F", default_value = "0.1", value_parser = parse_fraction)]
+    pub min_progress: f64,
+    /// Print the plan as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// `contextfold evict`.
+#[derive(Debug, Args)]
+pub struct EvictArgs {
+    /// The conversation file (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Where to write the evicted conversation, in the input's format (`-` for standard
+    /// output). Without it, the conversation goes to standard output unless --json is given.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Keep the N most recent tool results (the working set).
+    #[arg(long, value_name = "N", default_value = "5")]
+    pub keep: usize,
+    /// Also keep the most recent tool results holding up to K tokens.
+    #[arg(long, value_name = "K")]
+    pub keep_tokens: Option<u64>,
+    /// Evict nothing unless at least T tokens are freed (a cache rewrite must pay for itself).
+    #[arg(long, value_name = "T")]
+    pub clear_at_least: Option<u64>,
+    /// Stop evicting once the conversation holds at most T tokens.
+    #[arg(long, value_name = "T")]
+    pub target: Option<u64>,
+    /// Which agent's tool names to recognise.
+    #[arg(long, default_value = "auto", value_parser = parse_preset,
+          help = "Which agent's tool names to recognise: auto, claude-code, codex, openhands, swe-agent, generic")]
+    pub preset: Preset,
+    /// Never evict the latest read of this path (repeatable).
+    #[arg(long = "pin", value_name = "PATH")]
+    pub pinned_paths: Vec<String>,
+    /// Never evict results of this tool (repeatable).
+    #[arg(long = "exclude-tool", value_name = "NAME")]
+    pub exclude_tools: Vec<String>,
+    /// Also clear string arguments of tool calls above T tokens (e.g. the content of a Write).
+    #[arg(long, value_name = "T")]
+    pub clear_inputs_over: Option<u64>,
+    /// Drop thinking blocks of all but the last N user turns (never in the current tool loop).
+    #[arg(long, value_name = "N")]
+    pub keep_thinking_turns: Option<usize>,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// `contextfold render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The conversation file (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The most tokens the transcript may hold.
+    #[arg(long, value_name = "T", default_value = "20000")]
+    pub budget: u64,
     /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
     #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
     pub tokenizer: Tokenizer,

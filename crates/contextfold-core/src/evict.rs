@@ -272,7 +272,7 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
                 Block::ToolUse(tool_use) => actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input))),
                 Block::ToolResult(result) if index != last && !is_evicted(result) => {
                     let Some(tool) = calls.get(result.tool_use_id.as_str()).copied() else { continue };
-                    if config.exclude_tools.iter().any(|name| *name == tool.name) {
+                    if config.exclude_tools.contains(&tool.name) {
                         continue;
                     }
                     let tokens = count_block(counter, block);

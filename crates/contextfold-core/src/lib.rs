@@ -25,9 +25,12 @@
 pub mod boundary;
 pub mod conversation;
 pub mod evict;
+pub mod extract;
 pub mod format;
 pub mod hash;
 pub mod plan;
+pub mod preflight;
+pub mod render;
 pub mod repair;
 pub mod stats;
 pub mod summary;

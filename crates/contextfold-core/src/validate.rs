@@ -145,11 +145,11 @@ fn check_blocks<'a>(
     problems: &mut Vec<Problem>,
 ) {
     for (position, block) in message.content.iter().enumerate() {
-        let misplaced = match (message.role, block) {
-            (Role::User, Block::ToolUse(_) | Block::Thinking(_) | Block::RedactedThinking(_)) => true,
-            (Role::Assistant, Block::ToolResult(_)) => true,
-            _ => false,
-        };
+        let misplaced = matches!(
+            (message.role, block),
+            (Role::User, Block::ToolUse(_) | Block::Thinking(_) | Block::RedactedThinking(_))
+                | (Role::Assistant, Block::ToolResult(_))
+        );
         if misplaced {
             problems.push(problem(
                 Rule::MisplacedBlock,

@@ -2,6 +2,9 @@
 
 mod convert;
 mod count;
+mod evict;
+mod plan;
+mod render;
 mod stats;
 mod validate;
 
@@ -18,6 +21,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => validate::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Count(args) => count::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Evict(args) => evict::run(args),
+        Command::Render(args) => render::run(args),
     }
 }
 

@@ -1,0 +1,58 @@
+//! `contextfold evict`: stale tool output to pointers.
+
+use crate::args::EvictArgs;
+use crate::output::{self, thousands};
+use contextfold::core::evict::{evict, EvictConfig};
+use contextfold::input;
+use std::path::Path;
+use std::process::ExitCode;
+
+impl EvictArgs {
+    /// The library configuration these arguments ask for.
+    pub fn config(&self) -> EvictConfig {
+        EvictConfig {
+            preset: self.preset,
+            keep_recent: Some(self.keep),
+            keep_recent_tokens: self.keep_tokens,
+            clear_at_least: self.clear_at_least,
+            target_tokens: self.target,
+            pinned_paths: self.pinned_paths.clone(),
+            exclude_tools: self.exclude_tools.clone(),
+            clear_inputs_over: self.clear_inputs_over,
+            keep_thinking_turns: self.keep_thinking_turns,
+            ..EvictConfig::default()
+        }
+    }
+}
+
+pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
+    let mut parsed = super::load(&args.file, args.input.format)?;
+    let report = evict(&mut parsed.conversation, &args.config(), args.tokenizer.counter());
+    let output = match (&args.output, args.json) {
+        (Some(path), _) => Some(path.as_path()),
+        (None, false) => Some(Path::new("-")),
+        (None, true) => None,
+    };
+    if let Some(path) = output {
+        input::save(path, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
+    }
+    if args.json {
+        output::json_line(&report)?;
+    } else {
+        let mut line = format!(
+            "evicted {} payload(s): {} → {} tokens",
+            report.offloaded,
+            thousands(report.tokens_before),
+            thousands(report.tokens_after)
+        );
+        if !report.by_reason.is_empty() {
+            let reasons: Vec<String> = report.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+            line.push_str(&format!(" ({})", reasons.join(", ")));
+        }
+        if let Some(skipped) = &report.skipped {
+            line.push_str(&format!("; nothing evicted: {skipped}"));
+        }
+        eprintln!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,375 @@
+//! Deterministic facts from a span of messages: what the user asked, which files were read
+//! and changed, which commands ran and how they ended, which errors appeared and whether a
+//! later step fixed them, and the last stated next step.
+//!
+//! Facts feed the offline summary, the check that an LLM summary kept what matters, and the
+//! recall probes of replay. Everything is derived from the tool presets in [`crate::tools`]
+//! and from plain text patterns, so the same messages always give the same facts.
+
+use crate::conversation::{Block, Message, Role, ToolResult, ToolUse};
+use crate::tools::{classify, Action, ActionKind, Preset};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Everything [`extract`] found.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Facts {
+    /// Every user-authored text, in order.
+    pub user_asks: Vec<Ask>,
+    /// Files read, each once, in order of their last read.
+    pub files_read: Vec<FileRead>,
+    /// Files created or modified, one entry per change.
+    pub files_changed: Vec<FileChange>,
+    /// Shell commands and how they ended.
+    pub commands: Vec<CommandRun>,
+    /// Errors seen, and whether a later step fixed them.
+    pub errors: Vec<ErrorSeen>,
+    /// The assistant's statements of a decision or a finding.
+    pub decisions: Vec<String>,
+    /// The last stated plan or next step.
+    pub next_step: Option<String>,
+}
+
+/// A user's own words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ask {
+    /// Index of the message within the span.
+    pub message: usize,
+    /// The text.
+    pub text: String,
+}
+
+/// A file that was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileRead {
+    /// Its path.
+    pub path: String,
+    /// The tool used.
+    pub tool: String,
+    /// Index of the last read.
+    pub message: usize,
+}
+
+/// A change to a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileChange {
+    /// Its path.
+    pub path: String,
+    /// The tool used.
+    pub tool: String,
+    /// Created (written whole) or edited.
+    pub kind: ActionKind,
+    /// One line on what changed.
+    pub what: String,
+    /// Index of the message with the call.
+    pub message: usize,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "exit_code")]
+pub enum Outcome {
+    /// It succeeded.
+    Ok,
+    /// It failed, with its exit code when known.
+    Failed(Option<i64>),
+    /// No result was seen.
+    Unknown,
+}
+
+/// A shell command that ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandRun {
+    /// The command (its first line).
+    pub command: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Index of the message with the call.
+    pub message: usize,
+}
+
+/// An error a tool reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorSeen {
+    /// The tool.
+    pub tool: String,
+    /// The command, file or pattern it acted on.
+    pub target: Option<String>,
+    /// The most telling line of the error.
+    pub first_line: String,
+    /// Index of the message with the result.
+    pub message: usize,
+    /// Whether a later call of the same tool on the same target succeeded.
+    pub fixed: bool,
+}
+
+/// Extracts the facts of `messages` with the tool names of `preset`.
+pub fn extract(messages: &[Message], preset: Preset) -> Facts {
+    let mut facts = Facts::default();
+    let mut calls: HashMap<&str, (&ToolUse, Action, usize)> = HashMap::new();
+    // (tool, target) of each failure still open, with its index in `facts.errors`.
+    let mut open_errors: Vec<(String, Option<String>, usize)> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        for block in &message.content {
+            match block {
+                Block::Text(text) if message.role == Role::User => {
+                    let text = text.text.trim();
+                    if !text.is_empty() {
+                        facts.user_asks.push(Ask {
+                            message: index,
+                            text: text.to_string(),
+                        });
+                    }
+                }
+                Block::Text(text) => {
+                    facts.decisions.extend(decisions(&text.text));
+                    if let Some(step) = next_step(&text.text) {
+                        facts.next_step = Some(step);
+                    }
+                }
+                Block::ToolUse(tool_use) => {
+                    let action = classify(preset, &tool_use.name, &tool_use.input);
+                    match (action.kind, &action.target) {
+                        (ActionKind::FileRead, Some(path)) => facts.files_read.push(FileRead {
+                            path: path.clone(),
+                            tool: tool_use.name.clone(),
+                            message: index,
+                        }),
+                        (kind, Some(path)) if kind.changes_file() => facts.files_changed.push(FileChange {
+                            path: path.clone(),
+                            tool: tool_use.name.clone(),
+                            kind,
+                            what: what_changed(tool_use, kind),
+                            message: index,
+                        }),
+                        (ActionKind::Shell, _) => facts.commands.push(CommandRun {
+                            command: first_line(&command_text(tool_use), 200),
+                            outcome: Outcome::Unknown,
+                            message: index,
+                        }),
+                        _ => {}
+                    }
+                    calls.insert(&tool_use.id, (tool_use, action, facts.commands.len()));
+                }
+                Block::ToolResult(result) => {
+                    let Some((tool_use, action, command_slot)) = calls.get(result.tool_use_id.as_str()) else {
+                        continue;
+                    };
+                    let outcome = outcome(result);
+                    if action.kind == ActionKind::Shell {
+                        if let Some(command) = command_slot.checked_sub(1).and_then(|slot| facts.commands.get_mut(slot)) {
+                            command.outcome = outcome;
+                        }
+                    }
+                    let key = (tool_use.name.clone(), action.target.clone());
+                    match outcome {
+                        Outcome::Failed(_) => {
+                            open_errors.retain(|(tool, target, _)| (tool, target) != (&key.0, &key.1));
+                            open_errors.push((key.0.clone(), key.1.clone(), facts.errors.len()));
+                            facts.errors.push(ErrorSeen {
+                                tool: key.0,
+                                target: key.1,
+                                first_line: error_line(&result.text()),
+                                message: index,
+                                fixed: false,
+                            });
+                        }
+                        Outcome::Ok => {
+                            open_errors.retain(|(tool, target, slot)| {
+                                let same = (tool, target) == (&key.0, &key.1);
+                                if same {
+                                    if let Some(error) = facts.errors.get_mut(*slot) {
+                                        error.fixed = true;
+                                    }
+                                }
+                                !same
+                            });
+                        }
+                        Outcome::Unknown => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // Each file once, at its last read.
+    let mut seen = std::collections::HashSet::new();
+    facts.files_read.reverse();
+    facts.files_read.retain(|read| seen.insert(read.path.clone()));
+    facts.files_read.reverse();
+    facts
+}
+
+fn command_text(tool_use: &ToolUse) -> String {
+    match tool_use.input.get("command").or_else(|| tool_use.input.get("cmd")) {
+        Some(Value::String(command)) => command.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "),
+        _ => tool_use.input.to_string(),
+    }
+}
+
+/// The first line of `text`, cut to `max` characters.
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
+    clip_chars(line, max)
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub fn clip_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn what_changed(tool_use: &ToolUse, kind: ActionKind) -> String {
+    let input = &tool_use.input;
+    let text = |key: &str| input.get(key).and_then(Value::as_str);
+    if let (Some(old), Some(new)) = (text("old_string").or(text("old_str")), text("new_string").or(text("new_str"))) {
+        return format!("replaced `{}` with `{}`", first_line(old, 60), first_line(new, 60));
+    }
+    if let Some(edits) = input.get("edits").and_then(Value::as_array) {
+        return format!("{} edits", edits.len());
+    }
+    if let Some(content) = text("content").or(text("file_text")) {
+        return format!("wrote {} lines", content.lines().count());
+    }
+    let command = command_text(tool_use);
+    match kind {
+        ActionKind::FileWrite => format!("created by `{}`", first_line(&command, 80)),
+        _ => format!("edited by `{}`", first_line(&command, 80)),
+    }
+}
+
+/// How a tool call ended, from its error flag and the exit codes agents print.
+pub fn outcome(result: &ToolResult) -> Outcome {
+    let text = result.text();
+    let code = exit_code(&text);
+    match (result.is_error(), code) {
+        (_, Some(0)) => Outcome::Ok,
+        (_, Some(code)) => Outcome::Failed(Some(code)),
+        (true, None) => Outcome::Failed(None),
+        (false, None) => Outcome::Ok,
+    }
+}
+
+fn exit_code(text: &str) -> Option<i64> {
+    let number_after = |marker: &str| -> Option<i64> {
+        let at = text.find(marker)? + marker.len();
+        let digits: String = text[at..].trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        digits.parse().ok()
+    };
+    number_after("<returncode>")
+        .or_else(|| number_after("[Command finished with exit code"))
+        .or_else(|| text.strip_prefix("Exit code").and_then(|_| number_after("Exit code")))
+}
+
+/// The most telling line of an error output: the last line naming an error or failure,
+/// else the first non-empty line.
+pub fn error_line(text: &str) -> String {
+    const CUES: [&str; 7] = ["Error", "error:", "FAILED", "Exception", "failed", "fatal:", "panicked"];
+    let telling = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('<'))
+        .rfind(|line| CUES.iter().any(|cue| line.contains(cue)));
+    match telling {
+        Some(line) => clip_chars(line, 200),
+        None => first_line(text, 200),
+    }
+}
+
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(['.', '!', '?', '\n'])
+        .map(str::trim)
+        .filter(|sentence| sentence.len() > 3)
+}
+
+fn decisions(text: &str) -> Vec<String> {
+    const CUES: [&str; 8] = [
+        "decided",
+        "instead of",
+        "root cause",
+        "the fix is",
+        "the problem is",
+        "the issue is",
+        "because",
+        "turns out",
+    ];
+    sentences(text)
+        .filter(|sentence| {
+            let lower = sentence.to_lowercase();
+            CUES.iter().any(|cue| lower.contains(cue))
+        })
+        .map(|sentence| clip_chars(sentence, 240))
+        .collect()
+}
+
+/// The last sentence of `text` that states a plan or next step.
+fn next_step(text: &str) -> Option<String> {
+    const CUES: [&str; 8] = ["next", "now ", "let me", "i'll", "i will", "then ", "plan", "todo"];
+    sentences(text)
+        .filter(|sentence| {
+            let lower = sentence.to_lowercase();
+            CUES.iter().any(|cue| lower.contains(cue))
+        })
+        .last()
+        .map(|sentence| clip_chars(sentence, 300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Conversation;
+    use serde_json::json;
+
+    fn facts(messages: Value) -> Facts {
+        extract(&Conversation::from_value(messages).unwrap().messages, Preset::Auto)
+    }
+
+    #[test]
+    fn files_commands_errors_and_asks() {
+        let facts = facts(json!([
+            {"role": "user", "content": "Fix the failing test in billing. Keep rounding half-up."},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "1", "name": "Read", "input": {"file_path": "billing/invoice.py"}},
+                {"type": "tool_use", "id": "2", "name": "Bash", "input": {"command": "pytest -q"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "1", "content": "code"},
+                {"type": "tool_result", "tool_use_id": "2", "content": "Exit code 1\nE   AssertionError: 0.30 != 0.15\nFAILED tests/test_invoice.py::test_total", "is_error": true}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "The root cause is banker's rounding. Let me switch to quantize."},
+                {"type": "tool_use", "id": "3", "name": "Edit", "input": {"file_path": "billing/invoice.py", "old_string": "round(total, 2)", "new_string": "total.quantize(CENT)"}}
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "3", "content": "ok"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "4", "name": "bash", "input": {"command": "pytest -q"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "4", "content": "<returncode>0</returncode>\n<output>7 passed</output>"}]}
+        ]));
+        assert_eq!(facts.user_asks[0].text, "Fix the failing test in billing. Keep rounding half-up.");
+        assert_eq!(facts.files_read[0].path, "billing/invoice.py");
+        assert_eq!(facts.files_changed[0].what, "replaced `round(total, 2)` with `total.quantize(CENT)`");
+        assert_eq!(facts.commands[0].outcome, Outcome::Failed(Some(1)));
+        assert_eq!(facts.commands[1].outcome, Outcome::Ok);
+        assert_eq!(facts.errors.len(), 1);
+        assert_eq!(facts.errors[0].first_line, "FAILED tests/test_invoice.py::test_total");
+        assert!(!facts.errors[0].fixed, "a different tool name (Bash vs bash) is a different call");
+        assert_eq!(facts.decisions, ["The root cause is banker's rounding."]);
+        assert_eq!(facts.next_step.as_deref(), Some("Let me switch to quantize."));
+    }
+
+    #[test]
+    fn a_later_success_fixes_an_error() {
+        let facts = facts(json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "execute_bash", "input": {"command": "make"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "1", "content": "error: x\n[Command finished with exit code 2]"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "2", "name": "execute_bash", "input": {"command": "make"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "2", "content": "[Command finished with exit code 0]"}]}
+        ]));
+        assert_eq!(facts.commands[0].outcome, Outcome::Failed(Some(2)));
+        assert!(facts.errors[0].fixed);
+    }
+}
