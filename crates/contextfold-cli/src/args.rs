@@ -3,6 +3,7 @@
 //! Each flag's doc comment is its `--help` text.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use contextfold::compactor::Strategy;
 use contextfold::core::format::Format;
 use contextfold::core::tokens::Tokenizer;
 use contextfold::core::tools::Preset;
@@ -50,7 +51,25 @@ pub enum Command {
     /// Print the conversation as the plain transcript a summarizer reads.
     #[command(after_help = EXIT_CODES)]
     Render(RenderArgs),
+    /// Compact conversations to a token budget: evict stale tool output, summarize the
+    /// older turns, clip what no budget can hold. Works offline by default.
+    #[command(after_help = COMPACT_HELP)]
+    Compact(CompactArgs),
 }
+
+const COMPACT_HELP: &str = "\
+Output: the compacted conversation in the input's format, validated before it is written
+(-o FILE, --out-dir DIR for several files, or standard output when it is not a terminal).
+On a terminal without -o, a report and the shape of the result are shown instead.
+
+Summarizers: extractive (default; offline, deterministic), anthropic[:MODEL] (needs
+ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL overrides the endpoint), openai[:MODEL] (any
+OpenAI-compatible server; OPENAI_API_KEY if it needs one, OPENAI_BASE_URL or --base-url).
+With --strategy auto a failing LLM summarizer falls back to the extractive one, reported.
+
+Exit codes:
+  0  success
+  2  usage or input error, or a summarizer failure with --strategy summarize";
 
 /// How to read input files.
 #[derive(Debug, Args)]
@@ -258,6 +277,74 @@ pub struct RenderArgs {
     pub tokenizer: Tokenizer,
     #[command(flatten)]
     pub input: InputArgs,
+}
+
+/// `contextfold compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// Conversation files or directories of them (`-` for standard input).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Where to write the compacted conversation (one input file).
+    #[arg(short = 'o', long = "output", value_name = "OUT", conflicts_with = "out_dir")]
+    pub output: Option<PathBuf>,
+    /// Write each compacted conversation into DIR under its own file name.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Token budget for the result [default: half of the input's tokens].
+    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target"])]
+    pub budget: Option<u64>,
+    /// The model's context window; the budget is --target of the window less --reserve.
+    #[arg(long, value_name = "W")]
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "16000", requires = "window")]
+    pub reserve: u64,
+    /// The share of the usable window to aim for.
+    #[arg(long, value_name = "F", default_value = "0.5", value_parser = parse_fraction, requires = "window")]
+    pub target: f64,
+    /// auto (evict first, summarize only if needed), evict, or summarize.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    pub strategy: Strategy,
+    /// Keep at least the last N user turns verbatim.
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<usize>,
+    /// Keep a verbatim tail of at most K tokens.
+    #[arg(long, value_name = "K")]
+    pub keep_tokens: Option<u64>,
+    /// extractive, anthropic[:MODEL] or openai[:MODEL].
+    #[arg(long, default_value = "extractive", value_name = "NAME")]
+    pub summarizer: String,
+    /// The LLM server's base URL (overrides ANTHROPIC_BASE_URL / OPENAI_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The most tokens the summary may hold.
+    #[arg(long, value_name = "N", default_value = "2000")]
+    pub summary_tokens: u64,
+    /// Clip a single tool output over T tokens [default: 10% of the budget]; 0 turns clipping off.
+    #[arg(long, value_name = "T")]
+    pub max_tool_output: Option<u64>,
+    /// Write LLM summaries in this language.
+    #[arg(long, value_name = "LANGUAGE")]
+    pub language: Option<String>,
+    /// Tell the LLM summarizer what to pay attention to.
+    #[arg(long, value_name = "TEXT")]
+    pub focus: Option<String>,
+    /// Report what would be done; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON (one object per file, JSON Lines).
+    #[arg(long)]
+    pub json: bool,
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+fn parse_strategy(name: &str) -> Result<Strategy, String> {
+    name.parse()
 }
 
 #[cfg(test)]

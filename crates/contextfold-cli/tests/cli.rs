@@ -61,7 +61,14 @@ fn stats_reports_the_example_session() {
 
 #[test]
 fn stats_json_has_the_documented_fields() {
-    let run = contextfold(&["stats", "--json", "--tokenizer", "chars4", &fixture("examples/session.json"), &fixture("tests/fixtures/swe-style.json")]);
+    let run = contextfold(&[
+        "stats",
+        "--json",
+        "--tokenizer",
+        "chars4",
+        &fixture("examples/session.json"),
+        &fixture("tests/fixtures/swe-style.json"),
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<Value> = run.stdout.lines().map(|line| serde_json::from_str(line).expect("JSON line")).collect();
     assert_eq!(lines.len(), 2);
@@ -134,7 +141,7 @@ fn malformed_input_is_a_one_line_error_with_exit_2() {
         ("unknown-role.json", "message 1: unknown role `robot`"),
         ("missing-id.json", "message 1, block 0: tool_use block is missing the required field `id`"),
         ("no-messages.json", "no `messages` array"),
-        ("binary.json", "not UTF-8 text at line 1"),
+        ("binary.json", "not UTF-8 text at line 2, column 118"),
     ] {
         let path = fixture(&format!("tests/fixtures/malformed/{file}"));
         for command in ["stats", "validate", "count"] {
@@ -168,7 +175,8 @@ fn convert_round_trips_through_openai() {
     let dir = temp_dir();
     let openai = dir.join("session.openai.json");
     let back = dir.join("session.back.json");
-    let run = contextfold(&["convert", &fixture("examples/session.json"), "--to", "openai", "-o", &openai.to_string_lossy()]);
+    let run =
+        contextfold(&["convert", &fixture("examples/session.json"), "--to", "openai", "-o", &openai.to_string_lossy()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let converted: Value = serde_json::from_str(&std::fs::read_to_string(&openai).unwrap()).unwrap();
     assert_eq!(converted["messages"][0]["role"], "system");
@@ -182,10 +190,13 @@ fn convert_round_trips_through_openai() {
             .into_iter()
             .flatten()
             .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
-            .filter_map(|block| block.get("id").or(block.get("tool_use_id")).and_then(Value::as_str).map(str::to_string))
+            .filter_map(|block| {
+                block.get("id").or(block.get("tool_use_id")).and_then(Value::as_str).map(str::to_string)
+            })
             .collect()
     };
-    let original: Value = serde_json::from_str(&std::fs::read_to_string(fixture("examples/session.json")).unwrap()).unwrap();
+    let original: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("examples/session.json")).unwrap()).unwrap();
     let returned: Value = serde_json::from_str(&std::fs::read_to_string(&back).unwrap()).unwrap();
     assert_eq!(ids(&original), ids(&returned));
     assert_eq!(ids(&original).len(), 48);

@@ -48,10 +48,7 @@ fn has_results(message: &Message) -> bool {
 }
 
 fn has_thinking(message: &Message) -> bool {
-    message
-        .content
-        .iter()
-        .any(|block| matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
+    message.content.iter().any(|block| matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
 }
 
 /// Whether `answer` answers every tool call of `call`.

@@ -38,11 +38,7 @@ impl System {
     pub fn text(&self) -> String {
         match self {
             System::Text(text) => text.clone(),
-            System::Blocks(blocks) => blocks
-                .iter()
-                .filter_map(Block::as_text)
-                .collect::<Vec<_>>()
-                .join("\n\n"),
+            System::Blocks(blocks) => blocks.iter().filter_map(Block::as_text).collect::<Vec<_>>().join("\n\n"),
         }
     }
 }
@@ -92,12 +88,7 @@ pub struct Message {
 impl Message {
     /// A message with the given blocks.
     pub fn new(role: Role, content: Vec<Block>) -> Message {
-        Message {
-            role,
-            content,
-            shape: ContentShape::Blocks,
-            extra: Extra::new(),
-        }
+        Message { role, content, shape: ContentShape::Blocks, extra: Extra::new() }
     }
 
     /// A message holding one text block.
@@ -121,11 +112,7 @@ impl Message {
     /// Whether this user message carries something a person wrote (text, an image, a
     /// document), rather than only tool results.
     pub fn is_authored(&self) -> bool {
-        self.role == Role::User
-            && self
-                .content
-                .iter()
-                .any(|block| !matches!(block, Block::ToolResult(_)))
+        self.role == Role::User && self.content.iter().any(|block| !matches!(block, Block::ToolResult(_)))
     }
 }
 
@@ -197,11 +184,9 @@ impl ToolResult {
         match &self.content {
             None => String::new(),
             Some(ToolResultContent::Text(text)) => text.clone(),
-            Some(ToolResultContent::Blocks(blocks)) => blocks
-                .iter()
-                .filter_map(Block::as_text)
-                .collect::<Vec<_>>()
-                .join("\n"),
+            Some(ToolResultContent::Blocks(blocks)) => {
+                blocks.iter().filter_map(Block::as_text).collect::<Vec<_>>().join("\n")
+            }
         }
     }
 }
@@ -247,10 +232,7 @@ pub struct Media {
 impl Block {
     /// A plain text block.
     pub fn text(text: impl Into<String>) -> Block {
-        Block::Text(Text {
-            text: text.into(),
-            extra: Extra::new(),
-        })
+        Block::Text(Text { text: text.into(), extra: Extra::new() })
     }
 
     /// The text of a text block.
@@ -319,10 +301,7 @@ pub struct ModelError {
 
 impl ModelError {
     fn at(location: Location, message: impl Into<String>) -> ModelError {
-        ModelError {
-            location,
-            message: message.into(),
-        }
+        ModelError { location, message: message.into() }
     }
 }
 
@@ -337,22 +316,14 @@ fn describe(value: &Value) -> &'static str {
     }
 }
 
-fn take_string(
-    map: &mut Extra,
-    key: &str,
-    kind: &str,
-    location: Location,
-) -> Result<String, ModelError> {
+fn take_string(map: &mut Extra, key: &str, kind: &str, location: Location) -> Result<String, ModelError> {
     match map.remove(key) {
         Some(Value::String(text)) => Ok(text),
         Some(other) => Err(ModelError::at(
             location,
             format!("{kind} block's `{key}` must be a string, found {}", describe(&other)),
         )),
-        None => Err(ModelError::at(
-            location,
-            format!("{kind} block is missing the required field `{key}`"),
-        )),
+        None => Err(ModelError::at(location, format!("{kind} block is missing the required field `{key}`"))),
     }
 }
 
@@ -373,10 +344,9 @@ impl Conversation {
     /// or a bare array of messages.
     pub fn from_value(value: Value) -> Result<Conversation, ModelError> {
         match value {
-            Value::Array(messages) => Ok(Conversation {
-                messages: messages_from_values(messages)?,
-                ..Conversation::default()
-            }),
+            Value::Array(messages) => {
+                Ok(Conversation { messages: messages_from_values(messages)?, ..Conversation::default() })
+            }
             Value::Object(mut map) => {
                 let messages = match map.remove("messages") {
                     Some(Value::Array(messages)) => messages_from_values(messages)?,
@@ -386,12 +356,7 @@ impl Conversation {
                             format!("`messages` must be an array, found {}", describe(&other)),
                         ))
                     }
-                    None => {
-                        return Err(ModelError::at(
-                            Location::default(),
-                            "the object has no `messages` array",
-                        ))
-                    }
+                    None => return Err(ModelError::at(Location::default(), "the object has no `messages` array")),
                 };
                 let system = match map.remove("system") {
                     None => None,
@@ -401,10 +366,7 @@ impl Conversation {
                             .into_iter()
                             .enumerate()
                             .map(|(index, block)| {
-                                Block::from_value(block, Location {
-                                    block: Some(index),
-                                    ..Location::default()
-                                })
+                                Block::from_value(block, Location { block: Some(index), ..Location::default() })
                             })
                             .collect::<Result<_, _>>()
                             .map_err(|err| ModelError::at(err.location, format!("in `system`: {}", err.message)))?,
@@ -412,10 +374,7 @@ impl Conversation {
                     Some(other) => {
                         return Err(ModelError::at(
                             Location::default(),
-                            format!(
-                                "`system` must be a string or an array of blocks, found {}",
-                                describe(&other)
-                            ),
+                            format!("`system` must be a string or an array of blocks, found {}", describe(&other)),
                         ))
                     }
                 };
@@ -429,19 +388,11 @@ impl Conversation {
                         ))
                     }
                 };
-                Ok(Conversation {
-                    system,
-                    messages,
-                    tools,
-                    extra: map,
-                })
+                Ok(Conversation { system, messages, tools, extra: map })
             }
             other => Err(ModelError::at(
                 Location::default(),
-                format!(
-                    "expected a request object or an array of messages, found {}",
-                    describe(&other)
-                ),
+                format!("expected a request object or an array of messages, found {}", describe(&other)),
             )),
         }
     }
@@ -456,10 +407,7 @@ impl Conversation {
             };
             map.insert("system".into(), value);
         }
-        map.insert(
-            "messages".into(),
-            Value::Array(self.messages.iter().map(Message::to_value).collect()),
-        );
+        map.insert("messages".into(), Value::Array(self.messages.iter().map(Message::to_value).collect()));
         if let Some(tools) = &self.tools {
             map.insert("tools".into(), Value::Array(tools.clone()));
         }
@@ -471,25 +419,15 @@ impl Conversation {
 }
 
 fn messages_from_values(values: Vec<Value>) -> Result<Vec<Message>, ModelError> {
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(index, value)| Message::from_value(value, index))
-        .collect()
+    values.into_iter().enumerate().map(|(index, value)| Message::from_value(value, index)).collect()
 }
 
 impl Message {
     /// Reads one Anthropic message; `index` is its position, for error locations.
     pub fn from_value(value: Value, index: usize) -> Result<Message, ModelError> {
-        let location = Location {
-            message: Some(index),
-            ..Location::default()
-        };
+        let location = Location { message: Some(index), ..Location::default() };
         let Value::Object(mut map) = value else {
-            return Err(ModelError::at(
-                location,
-                format!("a message must be an object, found {}", describe(&value)),
-            ));
+            return Err(ModelError::at(location, format!("a message must be an object, found {}", describe(&value))));
         };
         let role = match map.remove("role") {
             Some(Value::String(role)) => match role.as_str() {
@@ -503,10 +441,7 @@ impl Message {
                 }
             },
             Some(other) => {
-                return Err(ModelError::at(
-                    location,
-                    format!("`role` must be a string, found {}", describe(&other)),
-                ))
+                return Err(ModelError::at(location, format!("`role` must be a string, found {}", describe(&other))))
             }
             None => return Err(ModelError::at(location, "the message has no `role`")),
         };
@@ -516,32 +451,19 @@ impl Message {
                 blocks
                     .into_iter()
                     .enumerate()
-                    .map(|(block, value)| {
-                        Block::from_value(value, Location {
-                            block: Some(block),
-                            ..location
-                        })
-                    })
+                    .map(|(block, value)| Block::from_value(value, Location { block: Some(block), ..location }))
                     .collect::<Result<_, _>>()?,
                 ContentShape::Blocks,
             ),
             Some(other) => {
                 return Err(ModelError::at(
                     location,
-                    format!(
-                        "`content` must be a string or an array of blocks, found {}",
-                        describe(&other)
-                    ),
+                    format!("`content` must be a string or an array of blocks, found {}", describe(&other)),
                 ))
             }
             None => return Err(ModelError::at(location, "the message has no `content`")),
         };
-        Ok(Message {
-            role,
-            content,
-            shape,
-            extra: map,
-        })
+        Ok(Message { role, content, shape, extra: map })
     }
 
     /// Writes the message in Anthropic form, restoring a string `content` where it can.
@@ -549,9 +471,7 @@ impl Message {
         let mut map = Map::new();
         map.insert("role".into(), Value::String(self.role.as_str().into()));
         let content = match (self.shape, self.content.as_slice()) {
-            (ContentShape::Text, [Block::Text(text)]) if text.extra.is_empty() => {
-                Value::String(text.text.clone())
-            }
+            (ContentShape::Text, [Block::Text(text)]) if text.extra.is_empty() => Value::String(text.text.clone()),
             _ => Value::Array(self.content.iter().map(Block::to_value).collect()),
         };
         map.insert("content".into(), content);
@@ -584,24 +504,16 @@ impl Block {
         let block = match kind.as_str() {
             "text" => {
                 map.remove("type");
-                Block::Text(Text {
-                    text: take_string(&mut map, "text", "text", location)?,
-                    extra: map,
-                })
+                Block::Text(Text { text: take_string(&mut map, "text", "text", location)?, extra: map })
             }
             "tool_use" => {
                 map.remove("type");
                 let id = take_string(&mut map, "id", "tool_use", location)?;
                 let name = take_string(&mut map, "name", "tool_use", location)?;
-                let input = map.remove("input").ok_or_else(|| {
-                    ModelError::at(location, "tool_use block is missing the required field `input`")
-                })?;
-                Block::ToolUse(ToolUse {
-                    id,
-                    name,
-                    input,
-                    extra: map,
-                })
+                let input = map
+                    .remove("input")
+                    .ok_or_else(|| ModelError::at(location, "tool_use block is missing the required field `input`"))?;
+                Block::ToolUse(ToolUse { id, name, input, extra: map })
             }
             "tool_result" => {
                 map.remove("type");
@@ -613,21 +525,13 @@ impl Block {
                         blocks
                             .into_iter()
                             .enumerate()
-                            .map(|(inner, value)| {
-                                Block::from_value(value, Location {
-                                    inner: Some(inner),
-                                    ..location
-                                })
-                            })
+                            .map(|(inner, value)| Block::from_value(value, Location { inner: Some(inner), ..location }))
                             .collect::<Result<_, _>>()?,
                     )),
                     Some(other) => {
                         return Err(ModelError::at(
                             location,
-                            format!(
-                                "tool_result `content` must be a string or an array, found {}",
-                                describe(&other)
-                            ),
+                            format!("tool_result `content` must be a string or an array, found {}", describe(&other)),
                         ))
                     }
                 };
@@ -641,12 +545,7 @@ impl Block {
                         ))
                     }
                 };
-                Block::ToolResult(ToolResult {
-                    tool_use_id,
-                    content,
-                    is_error,
-                    extra: map,
-                })
+                Block::ToolResult(ToolResult { tool_use_id, content, is_error, extra: map })
             }
             "thinking" => {
                 map.remove("type");
@@ -709,10 +608,9 @@ impl Block {
                 match &result.content {
                     None => {}
                     Some(ToolResultContent::Text(text)) => fields.push(("content", Value::String(text.clone()))),
-                    Some(ToolResultContent::Blocks(blocks)) => fields.push((
-                        "content",
-                        Value::Array(blocks.iter().map(Block::to_value).collect()),
-                    )),
+                    Some(ToolResultContent::Blocks(blocks)) => {
+                        fields.push(("content", Value::Array(blocks.iter().map(Block::to_value).collect())))
+                    }
                 }
                 if let Some(flag) = result.is_error {
                     fields.push(("is_error", Value::Bool(flag)));
@@ -726,11 +624,9 @@ impl Block {
                 }
                 object("thinking", fields, &thinking.extra)
             }
-            Block::RedactedThinking(redacted) => object(
-                "redacted_thinking",
-                vec![("data", Value::String(redacted.data.clone()))],
-                &redacted.extra,
-            ),
+            Block::RedactedThinking(redacted) => {
+                object("redacted_thinking", vec![("data", Value::String(redacted.data.clone()))], &redacted.extra)
+            }
             Block::Image(media) => object("image", vec![("source", media.source.clone())], &media.extra),
             Block::Document(media) => object("document", vec![("source", media.source.clone())], &media.extra),
             Block::Other(value) => value.clone(),
@@ -811,7 +707,10 @@ mod tests {
         let err = Conversation::from_value(json!([{"role": "system", "content": "a"}])).unwrap_err();
         assert_eq!(err.to_string(), "message 0: unknown role `system` (expected `user` or `assistant`)");
         let err = Conversation::from_value(json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text"}]}]}])).unwrap_err();
-        assert_eq!(err.to_string(), "message 0, block 0, content block 0: text block is missing the required field `text`");
+        assert_eq!(
+            err.to_string(),
+            "message 0, block 0, content block 0: text block is missing the required field `text`"
+        );
         assert!(Conversation::from_value(json!(3)).is_err());
         assert!(Conversation::from_value(json!({"messages": {}})).is_err());
     }

@@ -182,11 +182,7 @@ impl Candidate<'_> {
 /// Evicts stale tool output from `conversation` in place.
 pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> EvictReport {
     let tokens_before = count_conversation(counter, conversation);
-    let mut report = EvictReport {
-        tokens_before,
-        tokens_after: tokens_before,
-        ..EvictReport::default()
-    };
+    let mut report = EvictReport { tokens_before, tokens_after: tokens_before, ..EvictReport::default() };
     let order = choose(conversation, config, counter);
     let mut planned: Vec<Offload> = Vec::new();
     let mut total = tokens_before;
@@ -204,9 +200,8 @@ pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dy
     }
     if let Some(threshold) = config.clear_at_least {
         if freed_total < threshold && !planned.is_empty() {
-            report.skipped = Some(format!(
-                "evicting would free {freed_total} tokens, less than the minimum of {threshold}"
-            ));
+            report.skipped =
+                Some(format!("evicting would free {freed_total} tokens, less than the minimum of {threshold}"));
             planned.clear();
         }
     }
@@ -269,7 +264,9 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
     for (index, message) in messages.iter().enumerate() {
         for (position, block) in message.content.iter().enumerate() {
             match block {
-                Block::ToolUse(tool_use) => actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input))),
+                Block::ToolUse(tool_use) => {
+                    actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input)))
+                }
                 Block::ToolResult(result) if index != last && !is_evicted(result) => {
                     let Some(tool) = calls.get(result.tool_use_id.as_str()).copied() else { continue };
                     if config.exclude_tools.contains(&tool.name) {
@@ -282,27 +279,39 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
                         tool,
                         action: classify(config.preset, &tool.name, &tool.input),
                         tokens,
-                        text_hash: StableHasher::default().write(result.text().as_bytes()).finish(),
+                        text_hash: StableHasher::default()
+                            .write(result.text().as_bytes())
+                            .write(
+                                match &result.content {
+                                    Some(ToolResultContent::Blocks(blocks)) => Value::Array(
+                                        blocks
+                                            .iter()
+                                            .filter(|inner| inner.as_text().is_none())
+                                            .map(Block::to_value)
+                                            .collect(),
+                                    )
+                                    .to_string(),
+                                    _ => String::new(),
+                                }
+                                .as_bytes(),
+                            )
+                            .finish(),
                     });
                 }
                 _ => {}
             }
         }
     }
-    let candidates: Vec<Candidate> = candidates
-        .into_iter()
-        .filter(|candidate| candidate.tokens >= config.min_payload_tokens)
-        .collect();
+    let candidates: Vec<Candidate> =
+        candidates.into_iter().filter(|candidate| candidate.tokens >= config.min_payload_tokens).collect();
 
     // Pinned paths keep their latest read.
     let mut protected: HashSet<(usize, usize)> = HashSet::new();
     for path in &config.pinned_paths {
         let path = crate::tools::normalize_path(path);
-        if let Some(latest) = candidates
-            .iter()
-            .rev()
-            .find(|candidate| candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path.as_str()))
-        {
+        if let Some(latest) = candidates.iter().rev().find(|candidate| {
+            candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path.as_str())
+        }) {
             protected.insert((latest.message, latest.block));
         }
     }
@@ -334,12 +343,8 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
         } else {
             None
         };
-        let reason = reason.or_else(|| {
-            later
-                .iter()
-                .any(|other| other.text_hash == candidate.text_hash)
-                .then_some(Reason::Duplicate)
-        });
+        let reason = reason
+            .or_else(|| later.iter().any(|other| other.text_hash == candidate.text_hash).then_some(Reason::Duplicate));
         if let Some(reason) = reason {
             order.push(candidate.choice(reason));
             chosen.insert(key);
@@ -390,9 +395,9 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
 }
 
 fn input_is_cleared(input: &Value) -> bool {
-    input
-        .as_object()
-        .is_some_and(|map| map.values().any(|value| value.as_str().is_some_and(|text| text.starts_with("[contextfold: "))))
+    input.as_object().is_some_and(|map| {
+        map.values().any(|value| value.as_str().is_some_and(|text| text.starts_with("[contextfold: ")))
+    })
 }
 
 /// `9400` → `9.4k`.
@@ -499,11 +504,7 @@ fn clear_thinking(messages: &mut [Message], keep_turns: usize) -> usize {
     let turn_starts: Vec<usize> = (0..messages.len())
         .filter(|&index| messages[index].role == Role::User && messages[index].is_authored())
         .collect();
-    let keep_from = turn_starts
-        .len()
-        .checked_sub(keep_turns.max(1))
-        .map_or(0, |at| turn_starts[at])
-        .min(loop_start);
+    let keep_from = turn_starts.len().checked_sub(keep_turns.max(1)).map_or(0, |at| turn_starts[at]).min(loop_start);
     let mut cleared = 0;
     for message in &mut messages[..keep_from] {
         if message.role != Role::Assistant {
@@ -518,9 +519,7 @@ fn clear_thinking(messages: &mut [Message], keep_turns: usize) -> usize {
             continue;
         }
         cleared += message.content.len() - others;
-        message
-            .content
-            .retain(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)));
+        message.content.retain(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)));
     }
     cleared
 }
@@ -537,8 +536,12 @@ mod tests {
         let mut messages = vec![json!({"role": "user", "content": "fix it"})];
         for (i, (tool, input, output)) in steps.iter().enumerate() {
             let id = format!("t{i}");
-            messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": tool, "input": input}]}));
-            messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
+            messages.push(
+                json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": tool, "input": input}]}),
+            );
+            messages.push(
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}),
+            );
         }
         messages.push(json!({"role": "assistant", "content": "done"}));
         Conversation::from_value(Value::Array(messages)).unwrap()
@@ -570,13 +573,13 @@ mod tests {
     #[test]
     fn relevance_reasons() {
         let mut conversation = session(&[
-            ("Read", read("a.rs"), big("a1")),                                   // 2: superseded
-            ("Read", read("b.rs"), big("b1")),                                   // 4: stale
+            ("Read", read("a.rs"), big("a1")), // 2: superseded
+            ("Read", read("b.rs"), big("b1")), // 4: stale
             ("Edit", json!({"file_path": "b.rs", "old_string": "x", "new_string": "y"}), "ok".into()),
-            ("Bash", json!({"command": "pytest"}), big("same")),                 // 8: duplicate
-            ("Read", read("./a.rs"), big("a2")),                                 // 10
-            ("Bash", json!({"command": "pytest"}), big("same")),                 // 12
-            ("Read", read("c.rs"), big("c")),                                    // 14: never (last? no)
+            ("Bash", json!({"command": "pytest"}), big("same")), // 8: duplicate
+            ("Read", read("./a.rs"), big("a2")),                 // 10
+            ("Bash", json!({"command": "pytest"}), big("same")), // 12
+            ("Read", read("c.rs"), big("c")),                    // 14: never (last? no)
         ]);
         assert_eq!(check(&mut conversation, &no_age()), [(2, "superseded"), (4, "stale"), (8, "duplicate")]);
         let pointer = conversation.messages[2].content[0].clone();
@@ -611,11 +614,20 @@ mod tests {
             ("Bash", json!({"command": "ls"}), big("l")),
             ("Bash", json!({"command": "ls -la"}), "tiny".into()),
         ];
-        let config = EvictConfig { keep_recent: Some(0), pinned_paths: vec!["hot.rs".into()], exclude_tools: vec!["Grep".into()], ..EvictConfig::default() };
+        let config = EvictConfig {
+            keep_recent: Some(0),
+            pinned_paths: vec!["hot.rs".into()],
+            exclude_tools: vec!["Grep".into()],
+            ..EvictConfig::default()
+        };
         assert_eq!(check(&mut session(&steps), &config), [(2, "superseded"), (8, "age")]);
 
         let mut conversation = session(&steps);
-        let report = evict(&mut conversation, &EvictConfig { clear_at_least: Some(1_000_000), keep_recent: Some(0), ..EvictConfig::default() }, &Chars4);
+        let report = evict(
+            &mut conversation,
+            &EvictConfig { clear_at_least: Some(1_000_000), keep_recent: Some(0), ..EvictConfig::default() },
+            &Chars4,
+        );
         assert_eq!(report.offloaded, 0);
         assert!(report.skipped.is_some());
         assert_eq!(conversation, session(&steps));
@@ -645,7 +657,8 @@ mod tests {
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "b"}]}
         ]))
         .unwrap();
-        let report = evict(&mut conversation, &EvictConfig { keep_thinking_turns: Some(1), ..EvictConfig::default() }, &Chars4);
+        let report =
+            evict(&mut conversation, &EvictConfig { keep_thinking_turns: Some(1), ..EvictConfig::default() }, &Chars4);
         assert_eq!(report.thinking_cleared, 1);
         assert_eq!(conversation.messages[1].content.len(), 1);
         assert_eq!(conversation.messages[3].content.len(), 2);

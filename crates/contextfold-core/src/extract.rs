@@ -116,10 +116,7 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
                 Block::Text(text) if message.role == Role::User => {
                     let text = text.text.trim();
                     if !text.is_empty() {
-                        facts.user_asks.push(Ask {
-                            message: index,
-                            text: text.to_string(),
-                        });
+                        facts.user_asks.push(Ask { message: index, text: text.to_string() });
                     }
                 }
                 Block::Text(text) => {
@@ -158,7 +155,8 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
                     };
                     let outcome = outcome(result);
                     if action.kind == ActionKind::Shell {
-                        if let Some(command) = command_slot.checked_sub(1).and_then(|slot| facts.commands.get_mut(slot)) {
+                        if let Some(command) = command_slot.checked_sub(1).and_then(|slot| facts.commands.get_mut(slot))
+                        {
                             command.outcome = outcome;
                         }
                     }
@@ -281,22 +279,12 @@ pub fn error_line(text: &str) -> String {
 }
 
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(['.', '!', '?', '\n'])
-        .map(str::trim)
-        .filter(|sentence| sentence.len() > 3)
+    text.split_inclusive(['.', '!', '?', '\n']).map(str::trim).filter(|sentence| sentence.len() > 3)
 }
 
 fn decisions(text: &str) -> Vec<String> {
-    const CUES: [&str; 8] = [
-        "decided",
-        "instead of",
-        "root cause",
-        "the fix is",
-        "the problem is",
-        "the issue is",
-        "because",
-        "turns out",
-    ];
+    const CUES: [&str; 8] =
+        ["decided", "instead of", "root cause", "the fix is", "the problem is", "the issue is", "because", "turns out"];
     sentences(text)
         .filter(|sentence| {
             let lower = sentence.to_lowercase();

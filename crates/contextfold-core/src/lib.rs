@@ -23,13 +23,17 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod boundary;
+pub mod check;
+pub mod clip;
 pub mod conversation;
 pub mod evict;
 pub mod extract;
 pub mod format;
+pub mod handoff;
 pub mod hash;
 pub mod plan;
 pub mod preflight;
+pub mod prompt;
 pub mod render;
 pub mod repair;
 pub mod stats;
@@ -39,8 +43,9 @@ pub mod tools;
 pub mod validate;
 
 pub use conversation::{
-    Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System,
-    ToolResult, ToolResultContent, ToolUse,
+    Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System, ToolResult,
+    ToolResultContent, ToolUse,
 };
 pub use repair::{repair, Fix};
+pub use tokens::{count_conversation, count_message, TokenCounter, TokenLedger, Tokenizer};
 pub use validate::{validate, Problem, Rule};

@@ -120,15 +120,10 @@ impl fmt::Display for NoCut {
             NoCut::NoBoundary => f.write_str("the conversation has no safe cut point"),
             NoCut::KeepTurns(turns) => write!(f, "keeping the last {turns} user turn(s) leaves nothing to fold"),
             NoCut::KeepTokens(tokens) => write!(f, "keeping at least {tokens} tail tokens leaves nothing to fold"),
-            NoCut::Fits { tokens, max_tail_tokens } => write!(
-                f,
-                "the conversation's {tokens} tokens already fit the tail budget of {max_tail_tokens}"
-            ),
-            NoCut::TooLittle {
-                head_tokens,
-                total_tokens,
-                min_progress,
-            } => write!(
+            NoCut::Fits { tokens, max_tail_tokens } => {
+                write!(f, "the conversation's {tokens} tokens already fit the tail budget of {max_tail_tokens}")
+            }
+            NoCut::TooLittle { head_tokens, total_tokens, min_progress } => write!(
                 f,
                 "the head would hold {head_tokens} of {total_tokens} tokens, less than the minimum of {:.0}%",
                 min_progress * 100.0
@@ -139,11 +134,7 @@ impl fmt::Display for NoCut {
 
 /// Plans a cut of `conversation`, counting tokens with `counter`.
 pub fn plan(conversation: &Conversation, config: &PlanConfig, counter: &dyn TokenCounter) -> Result<Plan, NoCut> {
-    let counts: Vec<u64> = conversation
-        .messages
-        .iter()
-        .map(|message| count_message(counter, message))
-        .collect();
+    let counts: Vec<u64> = conversation.messages.iter().map(|message| count_message(counter, message)).collect();
     plan_with_counts(conversation, config, counter, &counts)
 }
 
@@ -179,10 +170,7 @@ pub fn plan_with_counts(
 
     let foldable = suffix[usize::from(!first_in_head)];
     if let Some(max) = config.max_tail_tokens.filter(|&max| foldable <= max) {
-        return Err(NoCut::Fits {
-            tokens: foldable,
-            max_tail_tokens: max,
-        });
+        return Err(NoCut::Fits { tokens: foldable, max_tail_tokens: max });
     }
     let cuts = boundaries(messages);
     if cuts.is_empty() {
@@ -258,11 +246,7 @@ pub fn plan_with_counts(
     }
     head.extend(messages.get(1..chosen.index).unwrap_or(&[]).iter().cloned());
     if head.is_empty() || (head_tokens as f64) < config.min_progress * total_tokens as f64 {
-        return Err(NoCut::TooLittle {
-            head_tokens,
-            total_tokens,
-            min_progress: config.min_progress,
-        });
+        return Err(NoCut::TooLittle { head_tokens, total_tokens, min_progress: config.min_progress });
     }
     Ok(Plan {
         cut: chosen,
@@ -318,7 +302,8 @@ mod tests {
     #[test]
     fn keeps_the_requested_turns() {
         let conversation = long_session(4, 3);
-        let plan = check(&conversation, PlanConfig { keep_turns: Some(2), max_tail_tokens: None, ..PlanConfig::default() });
+        let plan =
+            check(&conversation, PlanConfig { keep_turns: Some(2), max_tail_tokens: None, ..PlanConfig::default() });
         assert_eq!(plan.cut.kind, BoundaryKind::TurnStart);
         assert_eq!(plan.cut.index, 16);
         assert_eq!(plan.pinned, conversation.messages[0].content);
@@ -339,7 +324,8 @@ mod tests {
         let conversation = long_session(2, 1);
         let err = plan(&conversation, &PlanConfig::default(), &Chars4).unwrap_err();
         assert!(matches!(err, NoCut::Fits { .. }), "{err}");
-        let config = PlanConfig { max_tail_tokens: None, keep_turns: Some(1), min_progress: 0.6, ..PlanConfig::default() };
+        let config =
+            PlanConfig { max_tail_tokens: None, keep_turns: Some(1), min_progress: 0.6, ..PlanConfig::default() };
         let err = plan(&conversation, &config, &Chars4).unwrap_err();
         assert!(matches!(err, NoCut::TooLittle { .. }), "{err}");
         let config = PlanConfig { keep_turns: Some(2), max_tail_tokens: None, ..PlanConfig::default() };
@@ -350,7 +336,8 @@ mod tests {
     #[test]
     fn a_previous_summary_is_folded_in() {
         let conversation = long_session(3, 4);
-        let first = check(&conversation, PlanConfig { keep_turns: Some(1), max_tail_tokens: None, ..PlanConfig::default() });
+        let first =
+            check(&conversation, PlanConfig { keep_turns: Some(1), max_tail_tokens: None, ..PlanConfig::default() });
         let compacted = assemble(&conversation, Some("old summary"), &first.pinned, first.tail(&conversation));
         let grown = {
             let mut grown = compacted.clone();

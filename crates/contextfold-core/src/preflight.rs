@@ -56,10 +56,8 @@ mod tests {
 
     #[test]
     fn counts_the_pending_input_and_the_reserve() {
-        let history = Conversation {
-            messages: vec![Message::text(Role::User, "x".repeat(4_000))],
-            ..Conversation::default()
-        };
+        let history =
+            Conversation { messages: vec![Message::text(Role::User, "x".repeat(4_000))], ..Conversation::default() };
         let pending = [Message::text(Role::User, "y".repeat(400))];
         let base = preflight(&history, &[], 0, 10_000, &Chars4).request_tokens;
         let check = preflight(&history, &pending, 500, 1_700, &Chars4);

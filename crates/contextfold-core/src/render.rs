@@ -28,8 +28,22 @@ struct Level {
 }
 
 const LEVELS: [Level; 4] = [
-    Level { prose_chars: 4000, head_lines: 30, tail_lines: 10, line_chars: 300, thinking_chars: 1000, argument_chars: 300 },
-    Level { prose_chars: 1500, head_lines: 8, tail_lines: 4, line_chars: 200, thinking_chars: 300, argument_chars: 200 },
+    Level {
+        prose_chars: 4000,
+        head_lines: 30,
+        tail_lines: 10,
+        line_chars: 300,
+        thinking_chars: 1000,
+        argument_chars: 300,
+    },
+    Level {
+        prose_chars: 1500,
+        head_lines: 8,
+        tail_lines: 4,
+        line_chars: 200,
+        thinking_chars: 300,
+        argument_chars: 200,
+    },
     Level { prose_chars: 500, head_lines: 2, tail_lines: 1, line_chars: 160, thinking_chars: 0, argument_chars: 120 },
     Level { prose_chars: 200, head_lines: 0, tail_lines: 0, line_chars: 120, thinking_chars: 0, argument_chars: 80 },
 ];
@@ -100,6 +114,41 @@ pub fn render_chunks(head: &[Message], chunk_budget: u64, counter: &dyn TokenCou
     chunks
 }
 
+/// Like [`render_chunks`], but never more than `max_chunks` pieces: a head that would need
+/// more is split into `max_chunks` parts of about equal size at safe boundaries, each
+/// clipped harder to fit. This bounds the number of summarizer calls.
+pub fn render_chunks_at_most(
+    head: &[Message],
+    chunk_budget: u64,
+    max_chunks: usize,
+    counter: &dyn TokenCounter,
+) -> Vec<String> {
+    let chunks = render_chunks(head, chunk_budget, counter);
+    let max_chunks = max_chunks.max(1);
+    if chunks.len() <= max_chunks {
+        return chunks;
+    }
+    // prefix[i] = tokens of head[..i].
+    let mut prefix = vec![0u64; head.len() + 1];
+    for (index, message) in head.iter().enumerate() {
+        prefix[index + 1] = prefix[index] + crate::tokens::count_message(counter, message);
+    }
+    let total = prefix[head.len()];
+    let mut cuts: Vec<usize> = boundaries(head).into_iter().map(|cut| cut.index).collect();
+    cuts.push(head.len());
+    let mut parts = Vec::with_capacity(max_chunks);
+    let (mut start, mut part) = (0, 1u64);
+    for &cut in &cuts {
+        let last = parts.len() + 1 == max_chunks;
+        if (prefix[cut] * max_chunks as u64 >= total * part && !last) || cut == head.len() {
+            parts.push(&head[start..cut]);
+            start = cut;
+            part += 1;
+        }
+    }
+    parts.into_iter().filter(|part| !part.is_empty()).map(|part| render(part, chunk_budget, counter)).collect()
+}
+
 fn tool_names(messages: &[Message]) -> HashMap<&str, &ToolUse> {
     messages
         .iter()
@@ -145,12 +194,17 @@ fn render_message(out: &mut String, message: &Message, names: &HashMap<&str, &To
                 let _ = writeln!(out, "{}\n", clip_chars(text.text.trim(), level.prose_chars));
             }
             Block::Thinking(thinking) if level.thinking_chars > 0 => {
-                let _ = writeln!(out, "[assistant thinking]\n{}\n", clip_chars(thinking.thinking.trim(), level.thinking_chars));
+                let _ = writeln!(
+                    out,
+                    "[assistant thinking]\n{}\n",
+                    clip_chars(thinking.thinking.trim(), level.thinking_chars)
+                );
             }
             Block::Thinking(_) | Block::RedactedThinking(_) => {}
             Block::ToolUse(tool_use) => {
                 let arguments = serde_json::to_string(&tool_use.input).unwrap_or_default();
-                let _ = writeln!(out, "[tool call] {} {}\n", tool_use.name, clip_chars(&arguments, level.argument_chars));
+                let _ =
+                    writeln!(out, "[tool call] {} {}\n", tool_use.name, clip_chars(&arguments, level.argument_chars));
             }
             Block::ToolResult(result) => {
                 let tool = names.get(result.tool_use_id.as_str()).map_or("?", |tool_use| tool_use.name.as_str());
@@ -270,6 +324,16 @@ mod tests {
         .messages;
         let text = render(&head, 1_000, &Chars4);
         assert_eq!(text.matches(OUTPUT_CLOSE).count(), 1);
+    }
+
+    #[test]
+    fn chunks_are_bounded() {
+        let head = session();
+        let all = render_chunks(&head, 1_000, &Chars4);
+        assert!(all.len() > 3);
+        let bounded = render_chunks_at_most(&head, 1_000, 3, &Chars4);
+        assert!(bounded.len() <= 3 && bounded.len() >= 2, "{}", bounded.len());
+        assert!(bounded.iter().all(|chunk| Chars4.count_text(chunk) <= 1_000));
     }
 
     #[test]

@@ -5,9 +5,7 @@
 //! text, a misplaced block becomes text, and a lost tool result is stood in for by an error
 //! result that says it was lost. The only content added is such explicit markers.
 
-use crate::conversation::{
-    Block, ContentShape, Conversation, Extra, Message, Role, ToolResult, ToolResultContent,
-};
+use crate::conversation::{Block, ContentShape, Conversation, Extra, Message, Role, ToolResult, ToolResultContent};
 use crate::validate::Rule;
 use std::collections::HashSet;
 use std::fmt;
@@ -60,9 +58,7 @@ fn fix(fixes: &mut Vec<Fix>, rule: Rule, message: usize, text: String) {
 fn remove_empty_text(messages: &mut [Message], fixes: &mut Vec<Fix>) {
     for (index, message) in messages.iter_mut().enumerate() {
         let before = message.content.len();
-        message
-            .content
-            .retain(|block| !matches!(block, Block::Text(text) if text.text.trim().is_empty()));
+        message.content.retain(|block| !matches!(block, Block::Text(text) if text.text.trim().is_empty()));
         let removed = before - message.content.len();
         if removed > 0 {
             message.shape = ContentShape::Blocks;
@@ -94,12 +90,9 @@ fn as_text(block: &Block) -> String {
 fn to_text_blocks(block: Block) -> Vec<Block> {
     let text = Block::text(as_text(&block));
     match block {
-        Block::ToolResult(ToolResult {
-            content: Some(ToolResultContent::Blocks(inner)),
-            ..
-        }) => std::iter::once(text)
-            .chain(inner.into_iter().filter(|inner| !matches!(inner, Block::Text(_))))
-            .collect(),
+        Block::ToolResult(ToolResult { content: Some(ToolResultContent::Blocks(inner)), .. }) => {
+            std::iter::once(text).chain(inner.into_iter().filter(|inner| !matches!(inner, Block::Text(_)))).collect()
+        }
         _ => vec![text],
     }
 }
@@ -176,12 +169,7 @@ fn merge_same_role(messages: &mut Vec<Message>, fixes: &mut Vec<Fix>) {
 fn start_with_user(messages: &mut Vec<Message>, fixes: &mut Vec<Fix>) {
     if messages.first().is_some_and(|first| first.role == Role::Assistant) {
         messages.insert(0, Message::text(Role::User, CONVERSATION_START));
-        fix(
-            fixes,
-            Rule::FirstNotUser,
-            0,
-            "added a marker user message before the first assistant message".into(),
-        );
+        fix(fixes, Rule::FirstNotUser, 0, "added a marker user message before the first assistant message".into());
     }
 }
 
@@ -231,9 +219,7 @@ fn pair_results(messages: &mut [Message], fixes: &mut Vec<Fix>) {
             continue;
         }
         let calls: Vec<String> = match index.checked_sub(1).map(|previous| &messages[previous]) {
-            Some(previous) if previous.role == Role::Assistant => {
-                previous.tool_use_ids().map(str::to_string).collect()
-            }
+            Some(previous) if previous.role == Role::Assistant => previous.tool_use_ids().map(str::to_string).collect(),
             _ => Vec::new(),
         };
         let message = &mut messages[index];
@@ -248,11 +234,8 @@ fn pair_results(messages: &mut [Message], fixes: &mut Vec<Fix>) {
                     content.push(Block::ToolResult(result));
                 }
                 Block::ToolResult(result) => {
-                    let rule = if answered.contains(&result.tool_use_id) {
-                        Rule::DuplicateResult
-                    } else {
-                        Rule::OrphanResult
-                    };
+                    let rule =
+                        if answered.contains(&result.tool_use_id) { Rule::DuplicateResult } else { Rule::OrphanResult };
                     fix(
                         fixes,
                         rule,
@@ -290,8 +273,7 @@ fn results_first(messages: &mut [Message], fixes: &mut Vec<Fix>) {
     for (index, message) in messages.iter_mut().enumerate() {
         let is_result = |block: &Block| matches!(block, Block::ToolResult(_));
         let first_other = message.content.iter().position(|block| !is_result(block));
-        let misordered = first_other
-            .is_some_and(|first| message.content[first..].iter().any(is_result));
+        let misordered = first_other.is_some_and(|first| message.content[first..].iter().any(is_result));
         if misordered {
             let (mut results, others): (Vec<Block>, Vec<Block>) =
                 std::mem::take(&mut message.content).into_iter().partition(is_result);
@@ -421,11 +403,7 @@ mod tests {
     }
 
     fn any_messages() -> impl Strategy<Value = Value> {
-        prop::collection::vec(
-            (any::<bool>(), prop::collection::vec(any_block(), 0..4)),
-            1..10,
-        )
-        .prop_map(|messages| {
+        prop::collection::vec((any::<bool>(), prop::collection::vec(any_block(), 0..4)), 1..10).prop_map(|messages| {
             Value::Array(
                 messages
                     .into_iter()

@@ -95,18 +95,13 @@ impl From<&Problem> for ProblemView {
 
 /// Computes the statistics of `conversation` with `counter`.
 pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
-    let mut tokens = TokenBreakdown {
-        total: count_conversation(counter, conversation),
-        ..TokenBreakdown::default()
-    };
+    let mut tokens = TokenBreakdown { total: count_conversation(counter, conversation), ..TokenBreakdown::default() };
     if let Some(system) = &conversation.system {
         tokens.system = counter.count_text(&system.text());
     }
     if let Some(tools) = &conversation.tools {
-        tokens.tools = tools
-            .iter()
-            .map(|tool| counter.count_text(&serde_json::to_string(tool).unwrap_or_default()))
-            .sum();
+        tokens.tools =
+            tools.iter().map(|tool| counter.count_text(&serde_json::to_string(tool).unwrap_or_default())).sum();
     }
     let mut tool_names: HashMap<&str, &str> = HashMap::new();
     let mut tool_calls_by_tool = BTreeMap::new();

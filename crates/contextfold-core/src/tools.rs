@@ -121,7 +121,8 @@ fn string(input: &Value, keys: &[&str]) -> Option<String> {
 }
 
 fn path(input: &Value) -> Option<String> {
-    string(input, &["file_path", "path", "filename", "file", "notebook_path", "target_file"]).map(|path| normalize_path(&path))
+    string(input, &["file_path", "path", "filename", "file", "notebook_path", "target_file"])
+        .map(|path| normalize_path(&path))
 }
 
 /// A path in a canonical spelling, so `./src/a.rs` and `src/a.rs` match.
@@ -148,18 +149,18 @@ pub fn classify(preset: Preset, name: &str, input: &Value) -> Action {
         Preset::SweAgent => &[swe_agent, generic],
         Preset::Generic => &[generic],
     };
-    families
-        .iter()
-        .find_map(|family| family(name, input))
-        .unwrap_or_else(|| Action::new(ActionKind::Other, None))
+    families.iter().find_map(|family| family(name, input)).unwrap_or_else(|| Action::new(ActionKind::Other, None))
 }
 
 fn claude_code(name: &str, input: &Value) -> Option<Action> {
     let action = match name {
         "Read" | "NotebookRead" => {
-            let range = match (input.get("offset").and_then(Value::as_u64), input.get("limit").and_then(Value::as_u64)) {
+            let range = match (input.get("offset").and_then(Value::as_u64), input.get("limit").and_then(Value::as_u64))
+            {
                 (None, None) => None,
-                (offset, limit) => Some(format!("{}+{}", offset.unwrap_or(0), limit.map_or("all".to_string(), |l| l.to_string()))),
+                (offset, limit) => {
+                    Some(format!("{}+{}", offset.unwrap_or(0), limit.map_or("all".to_string(), |l| l.to_string())))
+                }
             };
             Action::new(ActionKind::FileRead, path(input)).with_range(range)
         }
@@ -221,7 +222,9 @@ fn openhands(name: &str, input: &Value) -> Option<Action> {
             let range = input.get("view_range").map(|range| range.to_string());
             Some(Action::new(kind, path(input)).with_range(range))
         }
-        "execute_bash" | "execute_ipython_cell" | "cmd_run" => Some(shell(&string(input, &["command", "code"]).unwrap_or_default())),
+        "execute_bash" | "execute_ipython_cell" | "cmd_run" => {
+            Some(shell(&string(input, &["command", "code"]).unwrap_or_default()))
+        }
         "browser" | "web_read" => Some(Action::new(ActionKind::WebFetch, string(input, &["url", "code"]))),
         _ => None,
     }
@@ -236,7 +239,9 @@ fn swe_agent(name: &str, input: &Value) -> Option<Action> {
         "open" | "goto" | "scroll_up" | "scroll_down" => Some(Action::new(ActionKind::FileRead, path(input))),
         "create" => Some(Action::new(ActionKind::FileWrite, path(input))),
         "edit" | "insert" => Some(Action::new(ActionKind::FileEdit, path(input))),
-        "find_file" | "search_dir" | "search_file" => Some(Action::new(ActionKind::Search, string(input, &["file_name", "search_term", "term"]))),
+        "find_file" | "search_dir" | "search_file" => {
+            Some(Action::new(ActionKind::Search, string(input, &["file_name", "search_term", "term"])))
+        }
         _ => None,
     }
 }
@@ -330,11 +335,16 @@ pub fn shell(command: &str) -> Action {
         "grep" | "rg" | "ag" | "find" | "ls" | "fd" | "tree" | "git" if is_search(program, &words) => {
             Action::new(ActionKind::Search, Some(first_line(step)))
         }
-        "echo" | "printf" | "tee" => match redirect_target(step).or_else(|| (*program == "tee").then(|| operands.last().map(|f| normalize_path(f))).flatten()) {
+        "echo" | "printf" | "tee" => match redirect_target(step)
+            .or_else(|| (*program == "tee").then(|| operands.last().map(|f| normalize_path(f))).flatten())
+        {
             Some(target) => Action::new(ActionKind::FileWrite, Some(target)),
             None => fallback,
         },
-        "curl" | "wget" => Action::new(ActionKind::WebFetch, operands.iter().find(|word| word.starts_with("http")).map(|url| url.to_string())),
+        "curl" | "wget" => Action::new(
+            ActionKind::WebFetch,
+            operands.iter().find(|word| word.starts_with("http")).map(|url| url.to_string()),
+        ),
         _ => fallback,
     }
 }
@@ -377,7 +387,9 @@ fn head_tail_range(words: &[&str]) -> Option<String> {
     if !matches!(*program, "head" | "tail") {
         return None;
     }
-    let count = words.iter().find_map(|word| word.strip_prefix('-').filter(|n| n.chars().all(|c| c.is_ascii_digit())))
+    let count = words
+        .iter()
+        .find_map(|word| word.strip_prefix('-').filter(|n| n.chars().all(|c| c.is_ascii_digit())))
         .or_else(|| words.iter().position(|word| *word == "-n").and_then(|at| words.get(at + 1).copied()))
         .unwrap_or("10");
     Some(format!("{program} {count}"))
@@ -406,10 +418,28 @@ mod tests {
         check("MultiEdit", json!({"file_path": "a.rs", "edits": []}), FileEdit, Some("a.rs"), None);
         check("Grep", json!({"pattern": "TODO"}), Search, Some("TODO"), None);
         check("WebFetch", json!({"url": "https://x.dev"}), WebFetch, Some("https://x.dev"), None);
-        check("str_replace_editor", json!({"command": "view", "path": "/w/a.c", "view_range": [1, 20]}), FileRead, Some("/w/a.c"), Some("[1,20]"));
-        check("str_replace_editor", json!({"command": "str_replace", "path": "/w/a.c"}), FileEdit, Some("/w/a.c"), None);
+        check(
+            "str_replace_editor",
+            json!({"command": "view", "path": "/w/a.c", "view_range": [1, 20]}),
+            FileRead,
+            Some("/w/a.c"),
+            Some("[1,20]"),
+        );
+        check(
+            "str_replace_editor",
+            json!({"command": "str_replace", "path": "/w/a.c"}),
+            FileEdit,
+            Some("/w/a.c"),
+            None,
+        );
         check("str_replace_editor", json!({"command": "create", "path": "/w/b.c"}), FileWrite, Some("/w/b.c"), None);
-        check("apply_patch", json!({"input": "*** Begin Patch\n*** Update File: src/a.rs\n@@"}), FileEdit, Some("src/a.rs"), None);
+        check(
+            "apply_patch",
+            json!({"input": "*** Begin Patch\n*** Update File: src/a.rs\n@@"}),
+            FileEdit,
+            Some("src/a.rs"),
+            None,
+        );
         check("shell", json!({"command": ["bash", "-lc", "cat src/a.rs"]}), FileRead, Some("src/a.rs"), None);
         check("open", json!({"path": "setup.py"}), FileRead, Some("setup.py"), None);
         check("read_file", json!({"path": "x.md"}), FileRead, Some("x.md"), None);
@@ -422,14 +452,38 @@ mod tests {
         use ActionKind::*;
         let bash = |command: &str| json!({ "command": command });
         check("bash", bash("cat django/db/models/query.py"), FileRead, Some("django/db/models/query.py"), None);
-        check("bash", bash("sed -n '152,170p' django/db/models/constraints.py"), FileRead, Some("django/db/models/constraints.py"), Some("152-170"));
-        check("bash", bash("nl -ba sympy/printing/latex.py | sed -n '155,170p'"), FileRead, Some("sympy/printing/latex.py"), Some("155-170"));
+        check(
+            "bash",
+            bash("sed -n '152,170p' django/db/models/constraints.py"),
+            FileRead,
+            Some("django/db/models/constraints.py"),
+            Some("152-170"),
+        );
+        check(
+            "bash",
+            bash("nl -ba sympy/printing/latex.py | sed -n '155,170p'"),
+            FileRead,
+            Some("sympy/printing/latex.py"),
+            Some("155-170"),
+        );
         check("bash", bash("head -n 50 a.py"), FileRead, Some("a.py"), Some("head 50"));
         check("bash", bash("sed -i 's/a/b/' django/forms/forms.py"), FileEdit, Some("django/forms/forms.py"), None);
         check("bash", bash("cat <<'EOF' > reproduce.py\nprint(1)\nEOF"), FileWrite, Some("reproduce.py"), None);
         check("bash", bash("cat > t.py <<EOF\nx\nEOF"), FileWrite, Some("t.py"), None);
-        check("bash", bash("grep -n \"class Token\" sympy/codegen/ast.py"), Search, Some("grep -n \"class Token\" sympy/codegen/ast.py"), None);
-        check("bash", bash("cd /testbed && python reproduce.py"), Shell, Some("cd /testbed && python reproduce.py"), None);
+        check(
+            "bash",
+            bash("grep -n \"class Token\" sympy/codegen/ast.py"),
+            Search,
+            Some("grep -n \"class Token\" sympy/codegen/ast.py"),
+            None,
+        );
+        check(
+            "bash",
+            bash("cd /testbed && python reproduce.py"),
+            Shell,
+            Some("cd /testbed && python reproduce.py"),
+            None,
+        );
         check("bash", bash("cd /repo && cat ./a/b.py"), FileRead, Some("a/b.py"), None);
         check("bash", bash("python -m pytest 2>&1 | tail -5"), Shell, Some("python -m pytest 2>&1 | tail -5"), None);
         check("bash", bash("echo hi > notes.txt"), FileWrite, Some("notes.txt"), None);

@@ -92,12 +92,7 @@ pub fn validate(conversation: &Conversation) -> Vec<Problem> {
         return problems;
     };
     if first.role != Role::User {
-        problems.push(problem(
-            Rule::FirstNotUser,
-            0,
-            None,
-            "the first message must be from the user".into(),
-        ));
+        problems.push(problem(Rule::FirstNotUser, 0, None, "the first message must be from the user".into()));
     }
     let mut seen_ids: HashMap<&str, usize> = HashMap::new();
     for (index, message) in messages.iter().enumerate() {
@@ -130,12 +125,7 @@ pub fn validate(conversation: &Conversation) -> Vec<Problem> {
 }
 
 fn problem(rule: Rule, message: usize, block: Option<usize>, text: String) -> Problem {
-    Problem {
-        rule,
-        message,
-        block,
-        text,
-    }
+    Problem { rule, message, block, text }
 }
 
 fn check_blocks<'a>(
@@ -198,9 +188,7 @@ fn check_results(message: &Message, index: usize, previous: Option<&Message>, pr
                 Rule::OrphanResult,
                 index,
                 Some(position),
-                format!(
-                    "tool_result for `{id}` answers no tool_use in the preceding assistant message"
-                ),
+                format!("tool_result for `{id}` answers no tool_use in the preceding assistant message"),
             ));
         } else if !answered.insert(id) {
             problems.push(problem(
@@ -292,10 +280,7 @@ mod tests {
     #[test]
     fn each_rule_is_reported_where_it_is_broken() {
         assert_eq!(ids(&check(json!([]))), ["no-messages"]);
-        assert_eq!(
-            check(json!([{"role": "assistant", "content": "hi"}])),
-            [("first-not-user".into(), 0, None)]
-        );
+        assert_eq!(check(json!([{"role": "assistant", "content": "hi"}])), [("first-not-user".into(), 0, None)]);
         assert_eq!(
             check(json!([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])),
             [("alternation".into(), 1, None)]
@@ -308,10 +293,7 @@ mod tests {
             check(json!([{"role": "user", "content": [{"type": "text", "text": " \n"}]}])),
             [("empty-text".into(), 0, Some(0))]
         );
-        assert_eq!(
-            ids(&check(json!([{"role": "user", "content": [call("a")]}]))),
-            ["misplaced-block"]
-        );
+        assert_eq!(ids(&check(json!([{"role": "user", "content": [call("a")]}]))), ["misplaced-block"]);
         assert_eq!(
             check(json!([
                 {"role": "user", "content": "go"},

@@ -14,10 +14,7 @@ use std::io::Read;
 use std::path::Path;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-const CLAUDE_CODE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/claude-code"
-);
+const CLAUDE_CODE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/claude-code");
 const OWN_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 
 /// The converted form of `mclaude-95f81cf4.jsonl` in the corpus.
@@ -40,11 +37,7 @@ fn corpus() -> Option<Vec<(String, String)>> {
     paths.sort();
     let mut sessions = Vec::new();
     for path in paths {
-        let name = path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or_default()
-            .to_string();
+        let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default().to_string();
         // manifest.json describes the sessions; it is not one.
         if name == "manifest.json" {
             continue;
@@ -52,9 +45,7 @@ fn corpus() -> Option<Vec<(String, String)>> {
         let text = if name.ends_with(".json.gz") {
             let file = std::fs::File::open(&path).expect("a readable corpus file");
             let mut text = String::new();
-            flate2::read::GzDecoder::new(file)
-                .read_to_string(&mut text)
-                .expect("a gzip-compressed UTF-8 session");
+            flate2::read::GzDecoder::new(file).read_to_string(&mut text).expect("a gzip-compressed UTF-8 session");
             text
         } else if name.ends_with(".json") {
             std::fs::read_to_string(&path).expect("a readable UTF-8 session")
@@ -63,10 +54,7 @@ fn corpus() -> Option<Vec<(String, String)>> {
         };
         sessions.push((name, text));
     }
-    assert!(
-        !sessions.is_empty(),
-        "the corpus directory {CORPUS} holds no sessions"
-    );
+    assert!(!sessions.is_empty(), "the corpus directory {CORPUS} holds no sessions");
     Some(sessions)
 }
 
@@ -97,14 +85,8 @@ fn own_fixture(name: &str) -> String {
 /// The tool traffic of one message, in order.
 #[derive(Debug, PartialEq)]
 enum Call<'a> {
-    Use {
-        id: &'a str,
-        name: &'a str,
-        input: &'a Value,
-    },
-    Result {
-        id: &'a str,
-    },
+    Use { id: &'a str, name: &'a str, input: &'a Value },
+    Result { id: &'a str },
 }
 
 fn calls(conversation: &Conversation) -> Vec<Vec<Call<'_>>> {
@@ -116,14 +98,10 @@ fn calls(conversation: &Conversation) -> Vec<Vec<Call<'_>>> {
                 .content
                 .iter()
                 .filter_map(|block| match block {
-                    Block::ToolUse(tool_use) => Some(Call::Use {
-                        id: &tool_use.id,
-                        name: &tool_use.name,
-                        input: &tool_use.input,
-                    }),
-                    Block::ToolResult(result) => Some(Call::Result {
-                        id: &result.tool_use_id,
-                    }),
+                    Block::ToolUse(tool_use) => {
+                        Some(Call::Use { id: &tool_use.id, name: &tool_use.name, input: &tool_use.input })
+                    }
+                    Block::ToolResult(result) => Some(Call::Result { id: &result.tool_use_id }),
                     _ => None,
                 })
                 .collect()
@@ -156,10 +134,7 @@ fn shapes(conversation: &Conversation) -> Vec<String> {
 }
 
 fn problems(conversation: &Conversation) -> Vec<String> {
-    validate(conversation)
-        .iter()
-        .map(Problem::to_string)
-        .collect()
+    validate(conversation).iter().map(Problem::to_string).collect()
 }
 
 #[test]
@@ -172,22 +147,12 @@ fn corpus_sessions_read_as_anthropic_and_write_back_unchanged() {
         assert!(parsed.notes.is_empty(), "{name}: {:?}", parsed.notes);
         let input: Value = serde_json::from_str(text).expect("JSON");
         for key in ["source", "agent", "meta"] {
-            assert!(
-                parsed.conversation.extra.contains_key(key),
-                "{name}: `{key}` is kept"
-            );
+            assert!(parsed.conversation.extra.contains_key(key), "{name}: `{key}` is kept");
         }
-        let written = format::to_value(&parsed.conversation, Format::Anthropic, parsed.layout)
-            .expect("writable");
-        assert!(
-            written == input,
-            "{name}: the Anthropic round trip changed the session"
-        );
+        let written = format::to_value(&parsed.conversation, Format::Anthropic, parsed.layout).expect("writable");
+        assert!(written == input, "{name}: the Anthropic round trip changed the session");
     }
-    println!(
-        "checked {} corpus sessions: Anthropic read/write is lossless",
-        sessions.len()
-    );
+    println!("checked {} corpus sessions: Anthropic read/write is lossless", sessions.len());
 }
 
 #[test]
@@ -195,51 +160,26 @@ fn corpus_sessions_survive_a_trip_through_openai() {
     let Some(sessions) = corpus() else { return };
     let mut with_problems = 0;
     for (name, text) in &sessions {
-        let anthropic = format::parse(text, Some(Format::Anthropic))
-            .unwrap_or_else(|err| panic!("{name}: {err}"))
-            .conversation;
+        let anthropic =
+            format::parse(text, Some(Format::Anthropic)).unwrap_or_else(|err| panic!("{name}: {err}")).conversation;
         let written = format::write(&anthropic, Format::OpenAi, Layout::Object).expect("writable");
-        assert_eq!(
-            format::detect(&written),
-            Ok(Format::OpenAi),
-            "{name}: a system message marks it OpenAI"
-        );
+        assert_eq!(format::detect(&written), Ok(Format::OpenAi), "{name}: a system message marks it OpenAI");
         let back = format::parse(&written, Some(Format::OpenAi))
             .unwrap_or_else(|err| panic!("{name}: the OpenAI form does not read back: {err}"))
             .conversation;
-        assert_eq!(
-            back.messages.len(),
-            anthropic.messages.len(),
-            "{name}: message count"
-        );
-        for (index, (before, after)) in calls(&anthropic)
-            .iter()
-            .zip(calls(&back).iter())
-            .enumerate()
-        {
+        assert_eq!(back.messages.len(), anthropic.messages.len(), "{name}: message count");
+        for (index, (before, after)) in calls(&anthropic).iter().zip(calls(&back).iter()).enumerate() {
             assert_eq!(before, after, "{name}: tool traffic of message {index}");
         }
-        let roles_before: Vec<_> = anthropic
-            .messages
-            .iter()
-            .map(|message| message.role)
-            .collect();
+        let roles_before: Vec<_> = anthropic.messages.iter().map(|message| message.role).collect();
         let roles_after: Vec<_> = back.messages.iter().map(|message| message.role).collect();
         assert_eq!(roles_before, roles_after, "{name}: roles");
         let system_before = anthropic.system.as_ref().map(System::text);
-        assert_eq!(
-            back.system.as_ref().map(System::text),
-            system_before,
-            "{name}: system prompt"
-        );
+        assert_eq!(back.system.as_ref().map(System::text), system_before, "{name}: system prompt");
         // One session reuses tool ids across turns (validate reports duplicate ids for it), so
         // the round trip must keep the problems, not clear them.
         let problems_before = problems(&anthropic);
-        assert_eq!(
-            problems(&back),
-            problems_before,
-            "{name}: validation changed"
-        );
+        assert_eq!(problems(&back), problems_before, "{name}: validation changed");
         if !problems_before.is_empty() {
             with_problems += 1;
         }
@@ -252,11 +192,7 @@ fn corpus_sessions_survive_a_trip_through_openai() {
 
 #[test]
 fn claude_code_fixtures_import_valid_conversations() {
-    for name in [
-        "general-tool-calls.jsonl",
-        "images-in-tool-results.jsonl",
-        "mclaude-95f81cf4.jsonl",
-    ] {
+    for name in ["general-tool-calls.jsonl", "images-in-tool-results.jsonl", "mclaude-95f81cf4.jsonl"] {
         let Some(log) = claude_code_log(name) else {
             return;
         };
@@ -269,11 +205,7 @@ fn claude_code_fixtures_import_valid_conversations() {
             problems(&parsed.conversation),
             parsed.notes
         );
-        assert!(parsed
-            .conversation
-            .messages
-            .iter()
-            .all(|message| message.extra.is_empty()));
+        assert!(parsed.conversation.messages.iter().all(|message| message.extra.is_empty()));
         // An importable request: it writes as Anthropic and as OpenAI.
         format::write(&parsed.conversation, Format::Anthropic, Layout::Object).expect("writable");
         format::write(&parsed.conversation, Format::OpenAi, Layout::Object).expect("writable");
@@ -286,30 +218,17 @@ fn mclaude_import_reports_lost_lines_and_keeps_the_converted_sessions_tool_calls
         return;
     };
     let (conversation, notes) = format::claude_code::parse(&log).expect("imports");
-    let invalid: Vec<&String> = notes
-        .iter()
-        .filter(|note| note.contains("skipped: invalid JSON"))
-        .collect();
+    let invalid: Vec<&String> = notes.iter().filter(|note| note.contains("skipped: invalid JSON")).collect();
+    assert!(invalid.first().is_some_and(|note| note.starts_with("line 26: skipped: invalid JSON (")), "{notes:#?}");
     assert!(
-        invalid
-            .first()
-            .is_some_and(|note| note.starts_with("line 26: skipped: invalid JSON (")),
-        "{notes:#?}"
-    );
-    assert!(
-        notes
-            .iter()
-            .any(|note| note.contains("2 `system`") && note.contains("8 `file-history-snapshot`")),
+        notes.iter().any(|note| note.contains("2 `system`") && note.contains("8 `file-history-snapshot`")),
         "{notes:#?}"
     );
     let Some(converted) = corpus_session(MCLAUDE_CONVERTED) else {
         return;
     };
     // The separate converter counted the same unreadable lines.
-    assert_eq!(
-        Some(invalid.len() as u64),
-        converted["meta"]["notes"]["unparseable_lines_skipped"].as_u64()
-    );
+    assert_eq!(Some(invalid.len() as u64), converted["meta"]["notes"]["unparseable_lines_skipped"].as_u64());
     let converted = Conversation::from_value(converted).expect("an Anthropic session");
     assert_eq!(tool_calls(&conversation), tool_calls(&converted));
     assert!(!tool_calls(&conversation).is_empty());
@@ -347,12 +266,9 @@ fn an_image_inside_a_tool_result_survives_the_import() {
         .flat_map(|message| &message.content)
         .filter_map(|block| match block {
             Block::ToolResult(result) => match &result.content {
-                Some(contextfold_core::ToolResultContent::Blocks(blocks)) => Some(
-                    blocks
-                        .iter()
-                        .filter(|block| matches!(block, Block::Image(_)))
-                        .count(),
-                ),
+                Some(contextfold_core::ToolResultContent::Blocks(blocks)) => {
+                    Some(blocks.iter().filter(|block| matches!(block, Block::Image(_))).count())
+                }
                 _ => None,
             },
             _ => None,
@@ -382,41 +298,24 @@ fn small_claude_code_log_imports_exactly() {
     );
     assert_eq!(
         tool_calls(conversation),
-        [
-            ("toolu_01".to_string(), "Bash".to_string()),
-            ("toolu_02".to_string(), "Read".to_string())
-        ]
+        [("toolu_01".to_string(), "Bash".to_string()), ("toolu_02".to_string(), "Read".to_string())]
     );
     // Results stay in log order (toolu_02 was logged first); the API does not need call order.
+    assert_eq!(calls(conversation)[2], [Call::Result { id: "toolu_02" }, Call::Result { id: "toolu_01" }]);
+    assert_eq!(conversation.messages[5].content[0].as_text(), Some("API Error: Request was aborted."));
+    assert!(conversation.system.is_none() && conversation.tools.is_none() && conversation.extra.is_empty());
+    assert!(validate(conversation).is_empty(), "{:#?}", problems(conversation));
     assert_eq!(
-        calls(conversation)[2],
+        parsed.notes,
         [
-            Call::Result { id: "toolu_02" },
-            Call::Result { id: "toolu_01" }
+            "line 11: skipped: invalid JSON (EOF while parsing a string at column 266)",
+            "skipped records that are not messages: 1 `file-history-snapshot`, 1 `summary`",
+            "skipped 1 duplicate records (a `uuid` seen before)",
+            "skipped 1 re-logged records (blocks logged before with the same timestamp: a resumed session \
+         repeats its history)",
+            "skipped 1 sidechain (subagent) records",
         ]
     );
-    assert_eq!(
-        conversation.messages[5].content[0].as_text(),
-        Some("API Error: Request was aborted.")
-    );
-    assert!(
-        conversation.system.is_none()
-            && conversation.tools.is_none()
-            && conversation.extra.is_empty()
-    );
-    assert!(
-        validate(conversation).is_empty(),
-        "{:#?}",
-        problems(conversation)
-    );
-    assert_eq!(parsed.notes, [
-        "line 11: skipped: invalid JSON (EOF while parsing a string at column 266)",
-        "skipped records that are not messages: 1 `file-history-snapshot`, 1 `summary`",
-        "skipped 1 duplicate records (a `uuid` seen before)",
-        "skipped 1 re-logged records (blocks logged before with the same timestamp: a resumed session \
-         repeats its history)",
-        "skipped 1 sidechain (subagent) records",
-    ]);
 }
 
 #[test]
@@ -426,12 +325,7 @@ fn small_openai_request_reads_and_writes_back_unchanged() {
     assert_eq!(format::detect(&text), Ok(Format::OpenAi));
     let parsed = format::parse(&text, None).expect("reads");
     let conversation = &parsed.conversation;
-    assert_eq!(
-        conversation.system,
-        Some(System::Text(
-            "You are a coding agent working in /home/dev/demo.".into()
-        ))
-    );
+    assert_eq!(conversation.system, Some(System::Text("You are a coding agent working in /home/dev/demo.".into())));
     assert_eq!(
         shapes(conversation),
         [
@@ -445,16 +339,8 @@ fn small_openai_request_reads_and_writes_back_unchanged() {
     assert_eq!(
         calls(conversation)[1],
         [
-            Call::Use {
-                id: "call_ls",
-                name: "run_shell",
-                input: &json!({"command": "ls src"})
-            },
-            Call::Use {
-                id: "call_readme",
-                name: "read_file",
-                input: &json!({"path": "README.md"})
-            },
+            Call::Use { id: "call_ls", name: "run_shell", input: &json!({"command": "ls src"}) },
+            Call::Use { id: "call_readme", name: "read_file", input: &json!({"path": "README.md"}) },
         ]
     );
     let Block::Image(image) = &conversation.messages[0].content[1] else {
@@ -463,26 +349,15 @@ fn small_openai_request_reads_and_writes_back_unchanged() {
     assert_eq!(image.source["type"], json!("base64"));
     assert_eq!(image.source["media_type"], json!("image/png"));
     assert_eq!(
-        conversation
-            .tools
-            .as_ref()
-            .map(|tools| tools[0]["input_schema"]["required"].clone()),
+        conversation.tools.as_ref().map(|tools| tools[0]["input_schema"]["required"].clone()),
         Some(json!(["command"]))
     );
-    assert_eq!(
-        conversation.extra.get("parallel_tool_calls"),
-        Some(&json!(true))
-    );
-    assert!(
-        validate(conversation).is_empty(),
-        "{:#?}",
-        problems(conversation)
-    );
+    assert_eq!(conversation.extra.get("parallel_tool_calls"), Some(&json!(true)));
+    assert!(validate(conversation).is_empty(), "{:#?}", problems(conversation));
     // The fixture is in the writer's canonical form, so the round trip is exact.
     assert_eq!(openai::to_value(conversation), input);
     // And as Anthropic it reads back to the same conversation.
-    let anthropic =
-        format::write(conversation, Format::Anthropic, Layout::Object).expect("writable");
+    let anthropic = format::write(conversation, Format::Anthropic, Layout::Object).expect("writable");
     let again = format::parse(&anthropic, None).expect("reads");
     assert_eq!(again.format, Format::Anthropic);
     assert_eq!(calls(&again.conversation), calls(conversation));

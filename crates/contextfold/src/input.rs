@@ -62,10 +62,7 @@ impl fmt::Display for Shown {
 
 /// Reads the bytes of `path` (`-` for standard input), un-gzipping when they are gzip.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let io_error = |source| LoadError::Io {
-        path: Shown(path.to_path_buf()),
-        source,
-    };
+    let io_error = |source| LoadError::Io { path: Shown(path.to_path_buf()), source };
     let mut raw = Vec::new();
     if is_stdio(path) {
         io::stdin().lock().read_to_end(&mut raw).map_err(io_error)?;
@@ -75,9 +72,7 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>, LoadError> {
     // Gzip by its magic number, whatever the file is called.
     if raw.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
-        MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut text)
-            .map_err(io_error)?;
+        MultiGzDecoder::new(raw.as_slice()).read_to_end(&mut text).map_err(io_error)?;
         return Ok(text);
     }
     Ok(raw)
@@ -90,39 +85,22 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
         let valid = &err.as_bytes()[..err.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&byte| byte == b'\n').count() + 1;
         let column = valid.len() - valid.iter().rposition(|&byte| byte == b'\n').map_or(0, |at| at + 1) + 1;
-        LoadError::NotUtf8 {
-            path: Shown(path.to_path_buf()),
-            line,
-            column,
-        }
+        LoadError::NotUtf8 { path: Shown(path.to_path_buf()), line, column }
     })
 }
 
 /// Reads a conversation from `path`, as `format` or the detected format.
 pub fn load(path: &Path, format: Option<Format>) -> Result<Parsed, LoadError> {
     let text = read_text(path)?;
-    format::parse(&text, format).map_err(|source| LoadError::Format {
-        path: Shown(path.to_path_buf()),
-        source,
-    })
+    format::parse(&text, format).map_err(|source| LoadError::Format { path: Shown(path.to_path_buf()), source })
 }
 
 /// Writes `conversation` to `path` (`-` for standard output) as `format`; a path ending in
 /// `.gz` is gzip-compressed.
-pub fn save(
-    path: &Path,
-    conversation: &Conversation,
-    format: Format,
-    layout: Layout,
-) -> Result<(), LoadError> {
-    let text = format::write(conversation, format, layout).map_err(|source| LoadError::Format {
-        path: Shown(path.to_path_buf()),
-        source,
-    })?;
-    let io_error = |source| LoadError::Io {
-        path: Shown(path.to_path_buf()),
-        source,
-    };
+pub fn save(path: &Path, conversation: &Conversation, format: Format, layout: Layout) -> Result<(), LoadError> {
+    let text = format::write(conversation, format, layout)
+        .map_err(|source| LoadError::Format { path: Shown(path.to_path_buf()), source })?;
+    let io_error = |source| LoadError::Io { path: Shown(path.to_path_buf()), source };
     if is_stdio(path) {
         let mut stdout = io::stdout().lock();
         return stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).map_err(io_error);

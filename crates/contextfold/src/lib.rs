@@ -7,9 +7,19 @@
 //!
 //! - [`input::load`] reads a conversation from a path or `-`, detecting its format.
 //! - [`input::save`] writes it back in a chosen format.
+//! - [`compactor::Compactor`] compacts a conversation to a target: evict, summarize, clip.
+//! - [`middleware::CompactionMiddleware`] runs before each LLM call under a [`policy`],
+//!   on its own working copy, and reports each compaction as an [`event::CompactionEvent`].
+//! - [`summarize::Summarizer`]: the offline [`summarize::Extractive`] summarizer and LLMs over HTTP.
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod cache;
+pub mod compactor;
+pub mod event;
 pub mod input;
+pub mod middleware;
+pub mod policy;
+pub mod summarize;
 
 pub use contextfold_core as core;

@@ -46,7 +46,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
             thousands(report.tokens_after)
         );
         if !report.by_reason.is_empty() {
-            let reasons: Vec<String> = report.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+            let reasons: Vec<String> =
+                report.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
             line.push_str(&format!(" ({})", reasons.join(", ")));
         }
         if let Some(skipped) = &report.skipped {

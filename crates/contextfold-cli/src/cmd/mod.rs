@@ -1,5 +1,6 @@
 //! One module per subcommand; each turns its arguments into library calls and prints.
 
+mod compact;
 mod convert;
 mod count;
 mod evict;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Evict(args) => evict::run(args),
         Command::Render(args) => render::run(args),
+        Command::Compact(args) => compact::run(args),
     }
 }
 

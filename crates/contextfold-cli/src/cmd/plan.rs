@@ -78,11 +78,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         }
         Err(reason) => out.push_str(&format!("{file}: no cut: {reason}\n")),
     }
-    out.push_str(&format!(
-        "  eviction would free {} tokens ({} payloads)\n",
-        thousands(freed),
-        eviction.offloaded
-    ));
+    out.push_str(&format!("  eviction would free {} tokens ({} payloads)\n", thousands(freed), eviction.offloaded));
     output::print(&out)?;
     Ok(ExitCode::SUCCESS)
 }

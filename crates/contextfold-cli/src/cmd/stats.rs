@@ -50,22 +50,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
 fn ranked(counts: &BTreeMap<String, u64>) -> String {
     let mut entries: Vec<(&String, &u64)> = counts.iter().collect();
     entries.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    entries
-        .iter()
-        .map(|(name, count)| format!("{name} {}", thousands(**count)))
-        .collect::<Vec<_>>()
-        .join(" · ")
+    entries.iter().map(|(name, count)| format!("{name} {}", thousands(**count))).collect::<Vec<_>>().join(" · ")
 }
 
 fn report(file: &Shown, format: &str, stats: &Stats) -> String {
     let tokens = &stats.tokens;
     let mut out = String::new();
     let _ = writeln!(out, "{file} ({format}; tokens by {})", stats.tokenizer);
-    let _ = writeln!(
-        out,
-        "  messages {}, user turns {}, tool calls {}",
-        stats.messages, stats.turns, stats.tool_calls
-    );
+    let _ = writeln!(out, "  messages {}, user turns {}, tool calls {}", stats.messages, stats.turns, stats.tool_calls);
     let _ = writeln!(
         out,
         "  tokens {} total: system {}, tool definitions {}, {}",
@@ -77,11 +69,7 @@ fn report(file: &Shown, format: &str, stats: &Stats) -> String {
     let _ = writeln!(out, "  by block: {}", ranked(&tokens.by_block));
     if !tokens.by_tool.is_empty() {
         let _ = writeln!(out, "  by tool: {}", ranked(&tokens.by_tool));
-        let calls = stats
-            .tool_calls_by_tool
-            .iter()
-            .map(|(name, count)| (name.clone(), *count as u64))
-            .collect();
+        let calls = stats.tool_calls_by_tool.iter().map(|(name, count)| (name.clone(), *count as u64)).collect();
         let _ = writeln!(out, "  tool calls: {}", ranked(&calls));
     }
     if !stats.largest_tool_results.is_empty() {

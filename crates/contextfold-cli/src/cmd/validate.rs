@@ -77,4 +77,3 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let code = if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS };
     Ok(super::exit(failed, code))
 }
-

@@ -59,9 +59,7 @@ pub fn looks_like_log(text: &str) -> bool {
 /// for file-history snapshots).
 pub fn looks_like_record(value: &Value) -> bool {
     value.get("type").and_then(Value::as_str).is_some()
-        && ["uuid", "sessionId", "leafUuid", "messageId"]
-            .iter()
-            .any(|key| value.get(key).is_some())
+        && ["uuid", "sessionId", "leafUuid", "messageId"].iter().any(|key| value.get(key).is_some())
 }
 
 /// Reads a log into a conversation, with notes on what was skipped or repaired.
@@ -72,44 +70,24 @@ pub fn parse(text: &str) -> Result<(Conversation, Vec<String>), FormatError> {
     for (index, line) in text.lines().enumerate() {
         scan.line(index + 1, line);
     }
-    let Scan {
-        records,
-        mut notes,
-        skipped_kinds,
-        duplicates,
-        hidden_notes,
-        relogged_records,
-        relogged_blocks,
-        ..
-    } = scan;
+    let Scan { records, mut notes, skipped_kinds, duplicates, hidden_notes, relogged_records, relogged_blocks, .. } =
+        scan;
     if hidden_notes > 0 {
-        notes.push(format!(
-            "{hidden_notes} more lines were skipped (not listed)"
-        ));
+        notes.push(format!("{hidden_notes} more lines were skipped (not listed)"));
     }
     if !skipped_kinds.is_empty() {
-        let kinds: Vec<String> = skipped_kinds
-            .iter()
-            .map(|(kind, count)| format!("{count} `{kind}`"))
-            .collect();
-        notes.push(format!(
-            "skipped records that are not messages: {}",
-            kinds.join(", ")
-        ));
+        let kinds: Vec<String> = skipped_kinds.iter().map(|(kind, count)| format!("{count} `{kind}`")).collect();
+        notes.push(format!("skipped records that are not messages: {}", kinds.join(", ")));
     }
     if duplicates > 0 {
-        notes.push(format!(
-            "skipped {duplicates} duplicate records (a `uuid` seen before)"
-        ));
+        notes.push(format!("skipped {duplicates} duplicate records (a `uuid` seen before)"));
     }
     let mut relogged = Vec::new();
     if relogged_records > 0 {
         relogged.push(format!("skipped {relogged_records} re-logged records"));
     }
     if relogged_blocks > 0 {
-        relogged.push(format!(
-            "dropped {relogged_blocks} re-logged blocks of other records"
-        ));
+        relogged.push(format!("dropped {relogged_blocks} re-logged blocks of other records"));
     }
     if !relogged.is_empty() {
         notes.push(format!(
@@ -127,25 +105,12 @@ pub fn parse(text: &str) -> Result<(Conversation, Vec<String>), FormatError> {
             format!("skipped {sidechain} sidechain (subagent) records")
         });
     }
-    let messages = build(
-        records
-            .into_iter()
-            .filter(|record| record.sidechain == keep_sidechain),
-    );
+    let messages = build(records.into_iter().filter(|record| record.sidechain == keep_sidechain));
     if messages.is_empty() {
-        return Err(FormatError::Unrecognized(
-            "the Claude Code log has no user or assistant records".into(),
-        ));
+        return Err(FormatError::Unrecognized("the Claude Code log has no user or assistant records".into()));
     }
-    let mut conversation = Conversation {
-        messages,
-        ..Conversation::default()
-    };
-    notes.extend(
-        crate::repair::repair(&mut conversation)
-            .iter()
-            .map(ToString::to_string),
-    );
+    let mut conversation = Conversation { messages, ..Conversation::default() };
+    notes.extend(crate::repair::repair(&mut conversation).iter().map(ToString::to_string));
     if conversation.messages.is_empty() {
         // Repair removes messages that are empty or only whitespace.
         return Err(FormatError::Unrecognized(
@@ -220,10 +185,7 @@ impl Scan {
                 return;
             }
         }
-        let timestamp = record
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let timestamp = record.get("timestamp").and_then(Value::as_str).map(str::to_string);
         let mut read = match read_message(role, record) {
             Ok(read) => read,
             Err(why) => return self.skip(number, why),
@@ -240,11 +202,8 @@ impl Scan {
     /// timestamp; says whether the whole record is such a repeat.
     fn drop_relogged(&mut self, read: &mut Record, timestamp: String) -> bool {
         let logged = read.content.len();
-        let keys: Vec<_> = read
-            .content
-            .iter()
-            .map(|block| (read.role, timestamp.clone(), block.to_value().to_string()))
-            .collect();
+        let keys: Vec<_> =
+            read.content.iter().map(|block| (read.role, timestamp.clone(), block.to_value().to_string())).collect();
         let fresh: Vec<Block> = std::mem::take(&mut read.content)
             .into_iter()
             .zip(&keys)
@@ -266,10 +225,7 @@ impl Scan {
 fn read_message(role: Role, mut record: Map<String, Value>) -> Result<Record, String> {
     let sidechain = record.get("isSidechain") == Some(&Value::Bool(true));
     let Some(Value::Object(mut message)) = record.remove("message") else {
-        return Err(format!(
-            "the {} record has no `message` object",
-            role.as_str()
-        ));
+        return Err(format!("the {} record has no `message` object", role.as_str()));
     };
     let content = match message.remove("content") {
         Some(Value::String(text)) => vec![Block::text(text)],
@@ -277,19 +233,13 @@ fn read_message(role: Role, mut record: Map<String, Value>) -> Result<Record, St
             .into_iter()
             .enumerate()
             .map(|(block, value)| {
-                let location = Location {
-                    block: Some(block),
-                    ..Location::default()
-                };
+                let location = Location { block: Some(block), ..Location::default() };
                 Block::from_value(value, location)
             })
             .collect::<Result<_, _>>()
             .map_err(|err| err.to_string())?,
         Some(other) => {
-            return Err(format!(
-                "the message's `content` must be a string or an array, found {}",
-                kind_of(&other)
-            ))
+            return Err(format!("the message's `content` must be a string or an array, found {}", kind_of(&other)))
         }
         None => return Err("the message has no `content`".into()),
     };
@@ -297,12 +247,7 @@ fn read_message(role: Role, mut record: Map<String, Value>) -> Result<Record, St
         (Role::Assistant, Some(Value::String(id))) => Some(id),
         _ => None,
     };
-    Ok(Record {
-        role,
-        response,
-        content,
-        sidechain,
-    })
+    Ok(Record { role, response, content, sidechain })
 }
 
 /// Groups records into messages: assistant records of one response into one message,
@@ -330,13 +275,9 @@ fn build(records: impl Iterator<Item = Record>) -> Vec<Message> {
             },
         }
     }
-    for message in messages
-        .iter_mut()
-        .filter(|message| message.role == Role::User)
-    {
-        let (mut results, rest): (Vec<Block>, Vec<Block>) = std::mem::take(&mut message.content)
-            .into_iter()
-            .partition(|block| matches!(block, Block::ToolResult(_)));
+    for message in messages.iter_mut().filter(|message| message.role == Role::User) {
+        let (mut results, rest): (Vec<Block>, Vec<Block>) =
+            std::mem::take(&mut message.content).into_iter().partition(|block| matches!(block, Block::ToolResult(_)));
         results.extend(rest);
         message.content = results;
     }
@@ -370,24 +311,15 @@ mod tests {
     use crate::validate::validate;
 
     fn record(kind: &str, uuid: &str, message: Value) -> String {
-        serde_json::json!({"type": kind, "uuid": uuid, "sessionId": "s", "message": message})
-            .to_string()
+        serde_json::json!({"type": kind, "uuid": uuid, "sessionId": "s", "message": message}).to_string()
     }
 
     fn assistant(uuid: &str, id: &str, block: Value) -> String {
-        record(
-            "assistant",
-            uuid,
-            serde_json::json!({"role": "assistant", "id": id, "model": "m", "content": [block]}),
-        )
+        record("assistant", uuid, serde_json::json!({"role": "assistant", "id": id, "model": "m", "content": [block]}))
     }
 
     fn user(uuid: &str, content: Value) -> String {
-        record(
-            "user",
-            uuid,
-            serde_json::json!({"role": "user", "content": content}),
-        )
+        record("user", uuid, serde_json::json!({"role": "user", "content": content}))
     }
 
     fn kinds(message: &Message) -> Vec<&str> {
@@ -398,44 +330,20 @@ mod tests {
     fn split_response_merges_even_across_interleaved_results() {
         let log = [
             user("u1", "go".into()),
-            assistant(
-                "a1",
-                "msg_1",
-                serde_json::json!({"type": "tool_use", "id": "t1", "name": "A", "input": {}}),
-            ),
-            user(
-                "u2",
-                serde_json::json!([{"type": "tool_result", "tool_use_id": "t1", "content": "1"}]),
-            ),
-            assistant(
-                "a2",
-                "msg_1",
-                serde_json::json!({"type": "tool_use", "id": "t2", "name": "B", "input": {}}),
-            ),
+            assistant("a1", "msg_1", serde_json::json!({"type": "tool_use", "id": "t1", "name": "A", "input": {}})),
+            user("u2", serde_json::json!([{"type": "tool_result", "tool_use_id": "t1", "content": "1"}])),
+            assistant("a2", "msg_1", serde_json::json!({"type": "tool_use", "id": "t2", "name": "B", "input": {}})),
             user("u3", serde_json::json!([{"type": "text", "text": "hurry"}])),
-            user(
-                "u4",
-                serde_json::json!([{"type": "tool_result", "tool_use_id": "t2", "content": "2"}]),
-            ),
-            assistant(
-                "a3",
-                "msg_2",
-                serde_json::json!({"type": "text", "text": "done"}),
-            ),
+            user("u4", serde_json::json!([{"type": "tool_result", "tool_use_id": "t2", "content": "2"}])),
+            assistant("a3", "msg_2", serde_json::json!({"type": "text", "text": "done"})),
         ]
         .join("\n");
         let (conversation, notes) = parse(&log).unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(conversation.messages.len(), 4);
         assert_eq!(kinds(&conversation.messages[1]), ["tool_use", "tool_use"]);
-        assert_eq!(
-            kinds(&conversation.messages[2]),
-            ["tool_result", "tool_result", "text"]
-        );
-        assert!(conversation
-            .messages
-            .iter()
-            .all(|message| message.extra.is_empty()));
+        assert_eq!(kinds(&conversation.messages[2]), ["tool_result", "tool_result", "text"]);
+        assert!(conversation.messages.iter().all(|message| message.extra.is_empty()));
         assert!(validate(&conversation).is_empty());
     }
 
@@ -450,11 +358,7 @@ mod tests {
             user("u1", "hello".into()),
             user("u1", "hello".into()),
             sidechain,
-            assistant(
-                "a1",
-                "msg_1",
-                serde_json::json!({"type": "text", "text": "hi"}),
-            ),
+            assistant("a1", "msg_1", serde_json::json!({"type": "text", "text": "hi"})),
             "{\"type\":\"user\",".to_string(),
             "[1, 2]".to_string(),
         ]
@@ -482,12 +386,7 @@ mod tests {
         };
         let text = |text: &str| serde_json::json!({"type": "text", "text": text});
         let log = [
-            at(
-                "user",
-                "u1",
-                "t1",
-                serde_json::json!([text("context"), text("do it")]),
-            ),
+            at("user", "u1", "t1", serde_json::json!([text("context"), text("do it")])),
             at("assistant", "a1", "t2", serde_json::json!([text("done")])),
             // The resumed copy: new uuids, the same timestamps, the user record split in two.
             at("user", "u1b", "t1", serde_json::json!([text("context")])),
@@ -495,12 +394,7 @@ mod tests {
             at("assistant", "a1b", "t2", serde_json::json!([text("done")])),
             // New turns, one repeating old text at a new time, one record half old.
             at("user", "u2", "t3", serde_json::json!([text("do it")])),
-            at(
-                "user",
-                "u3",
-                "t1",
-                serde_json::json!([text("context"), text("new")]),
-            ),
+            at("user", "u3", "t1", serde_json::json!([text("context"), text("new")])),
         ]
         .join("\n");
         let (conversation, notes) = parse(&log).unwrap();
@@ -509,14 +403,12 @@ mod tests {
             .iter()
             .map(|message| message.content.iter().filter_map(Block::as_text).collect())
             .collect();
+        assert_eq!(texts, [vec!["context", "do it"], vec!["done"], vec!["do it", "new"]]);
         assert_eq!(
-            texts,
-            [vec!["context", "do it"], vec!["done"], vec!["do it", "new"]]
+            notes,
+            ["skipped 3 re-logged records and dropped 1 re-logged blocks of other records (blocks logged \
+             before with the same timestamp: a resumed session repeats its history)"]
         );
-        assert_eq!(notes, [
-            "skipped 3 re-logged records and dropped 1 re-logged blocks of other records (blocks logged \
-             before with the same timestamp: a resumed session repeats its history)"
-        ]);
     }
 
     #[test]
@@ -541,34 +433,21 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(matches!(err, FormatError::Unrecognized(_)), "{err:?}");
         }
-        for text in [
-            user("u1", serde_json::json!([])),
-            user("u1", "  \n ".into()),
-        ] {
+        for text in [user("u1", serde_json::json!([])), user("u1", "  \n ".into())] {
             let err = parse(&text).unwrap_err();
-            assert_eq!(
-                err.to_string(),
-                "the Claude Code log has no user or assistant records with content"
-            );
+            assert_eq!(err.to_string(), "the Claude Code log has no user or assistant records with content");
         }
         let junk: String = (0..500).map(|n| format!("junk {n}\n")).collect();
         let mut with_message = junk.clone();
         with_message.push_str(&user("u1", "hi".into()));
         let (_, notes) = parse(&with_message).unwrap();
         assert_eq!(notes.len(), MAX_LINE_NOTES + 1);
-        assert_eq!(
-            notes.last().map(String::as_str),
-            Some("400 more lines were skipped (not listed)")
-        );
+        assert_eq!(notes.last().map(String::as_str), Some("400 more lines were skipped (not listed)"));
     }
 
     #[test]
     fn a_bad_block_skips_its_record_with_the_block_named() {
-        let log = [
-            user("u1", "hi".into()),
-            user("u2", serde_json::json!([{"type": "tool_result"}])),
-        ]
-        .join("\n");
+        let log = [user("u1", "hi".into()), user("u2", serde_json::json!([{"type": "tool_result"}]))].join("\n");
         let (_, notes) = parse(&log).unwrap();
         assert_eq!(notes, ["line 2: skipped: block 0: tool_result block is missing the required field `tool_use_id`"]);
     }

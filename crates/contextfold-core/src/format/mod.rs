@@ -58,9 +58,7 @@ impl FromStr for Format {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
             "claude-code" => Ok(Format::ClaudeCode),
-            other => Err(format!(
-                "unknown format `{other}` (expected anthropic, openai or claude-code)"
-            )),
+            other => Err(format!("unknown format `{other}` (expected anthropic, openai or claude-code)")),
         }
     }
 }
@@ -122,11 +120,7 @@ impl FormatError {
             Some(end) => message[..end].to_string(),
             None => message,
         };
-        FormatError::Json {
-            line: err.line(),
-            column: err.column(),
-            message,
-        }
+        FormatError::Json { line: err.line(), column: err.column(), message }
     }
 }
 
@@ -178,38 +172,20 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
     };
     if format == Format::ClaudeCode {
         let (conversation, notes) = claude_code::parse(text)?;
-        return Ok(Parsed {
-            conversation,
-            format,
-            layout: Layout::Object,
-            notes,
-        });
+        return Ok(Parsed { conversation, format, layout: Layout::Object, notes });
     }
     let value: Value = serde_json::from_str(text).map_err(|err| FormatError::json(&err))?;
-    let layout = if value.is_array() {
-        Layout::Array
-    } else {
-        Layout::Object
-    };
+    let layout = if value.is_array() { Layout::Array } else { Layout::Object };
     let conversation = match format {
         Format::Anthropic => Conversation::from_value(value)?,
         Format::OpenAi => openai::from_value(value)?,
         Format::ClaudeCode => unreachable!("handled above"),
     };
-    Ok(Parsed {
-        conversation,
-        format,
-        layout,
-        notes: Vec::new(),
-    })
+    Ok(Parsed { conversation, format, layout, notes: Vec::new() })
 }
 
 /// Writes `conversation` as `format` in `layout`, as a JSON value.
-pub fn to_value(
-    conversation: &Conversation,
-    format: Format,
-    layout: Layout,
-) -> Result<Value, FormatError> {
+pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> Result<Value, FormatError> {
     let value = match format {
         Format::Anthropic => conversation.to_value(),
         Format::OpenAi => openai::to_value(conversation),
@@ -222,11 +198,7 @@ pub fn to_value(
 }
 
 /// Writes `conversation` as pretty-printed JSON text, ending in a newline.
-pub fn write(
-    conversation: &Conversation,
-    format: Format,
-    layout: Layout,
-) -> Result<String, FormatError> {
+pub fn write(conversation: &Conversation, format: Format, layout: Layout) -> Result<String, FormatError> {
     let value = to_value(conversation, format, layout)?;
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
@@ -251,10 +223,7 @@ mod tests {
     fn json_errors_have_positions() {
         let err = parse("{\n  \"messages\": [,]\n}", None).unwrap_err();
         assert!(matches!(err, FormatError::Json { line: 2, column: 16, .. }), "{err:?}");
-        assert_eq!(
-            err.to_string(),
-            "invalid JSON at line 2, column 16: expected value"
-        );
+        assert_eq!(err.to_string(), "invalid JSON at line 2, column 16: expected value");
     }
 
     #[test]

@@ -53,8 +53,8 @@
 
 use super::FormatError;
 use crate::conversation::{
-    Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System,
-    Text, Thinking, ToolResult, ToolResultContent, ToolUse,
+    Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System, Text, Thinking,
+    ToolResult, ToolResultContent, ToolUse,
 };
 use serde_json::{json, Map, Value};
 
@@ -63,26 +63,15 @@ pub fn looks_like_openai(messages: &[Value]) -> bool {
     messages.iter().any(|message| {
         let role = message.get("role").and_then(Value::as_str);
         matches!(role, Some("system" | "developer" | "tool" | "function"))
-            || [
-                "tool_calls",
-                "tool_call_id",
-                "function_call",
-                "reasoning_content",
-            ]
-            .iter()
-            .any(|key| message.get(key).is_some())
+            || ["tool_calls", "tool_call_id", "function_call", "reasoning_content"]
+                .iter()
+                .any(|key| message.get(key).is_some())
             || (role == Some("assistant") && message.get("content") == Some(&Value::Null))
-            || message
-                .get("content")
-                .and_then(Value::as_array)
-                .is_some_and(|parts| {
-                    parts.iter().any(|part| {
-                        matches!(
-                            part.get("type").and_then(Value::as_str),
-                            Some("image_url" | "input_audio" | "refusal")
-                        )
-                    })
+            || message.get("content").and_then(Value::as_array).is_some_and(|parts| {
+                parts.iter().any(|part| {
+                    matches!(part.get("type").and_then(Value::as_str), Some("image_url" | "input_audio" | "refusal"))
                 })
+            })
     })
 }
 
@@ -100,33 +89,20 @@ pub fn from_value(value: Value) -> Result<Conversation, FormatError> {
                     format!("`messages` must be an array, found {}", describe(&other)),
                 ))
             }
-            None => {
-                return Err(error(
-                    Location::default(),
-                    "the object has no `messages` array",
-                ))
-            }
+            None => return Err(error(Location::default(), "the object has no `messages` array")),
         },
         other => {
             return Err(error(
                 Location::default(),
-                format!(
-                    "expected a request object or an array of messages, found {}",
-                    describe(&other)
-                ),
+                format!("expected a request object or an array of messages, found {}", describe(&other)),
             ))
         }
     };
     let mut tools = match extra.remove("tools") {
         None => None,
-        Some(Value::Array(tools)) => {
-            Some(tools.into_iter().map(tool_from_openai).collect::<Vec<_>>())
-        }
+        Some(Value::Array(tools)) => Some(tools.into_iter().map(tool_from_openai).collect::<Vec<_>>()),
         Some(other) => {
-            return Err(error(
-                Location::default(),
-                format!("`tools` must be an array, found {}", describe(&other)),
-            ))
+            return Err(error(Location::default(), format!("`tools` must be an array, found {}", describe(&other))))
         }
     };
     if let Some(Value::Array(functions)) = extra.get("functions") {
@@ -162,10 +138,7 @@ pub fn to_value(conversation: &Conversation) -> Value {
     let mut map = Map::new();
     map.insert("messages".into(), Value::Array(messages));
     if let Some(tools) = &conversation.tools {
-        map.insert(
-            "tools".into(),
-            Value::Array(tools.iter().map(tool_to_openai).collect()),
-        );
+        map.insert("tools".into(), Value::Array(tools.iter().map(tool_to_openai).collect()));
     }
     for (key, value) in &conversation.extra {
         map.insert(key.clone(), value.clone());
@@ -174,17 +147,11 @@ pub fn to_value(conversation: &Conversation) -> Value {
 }
 
 fn error(location: Location, message: impl Into<String>) -> FormatError {
-    FormatError::Model(ModelError {
-        location,
-        message: message.into(),
-    })
+    FormatError::Model(ModelError { location, message: message.into() })
 }
 
 fn at(message: usize) -> Location {
-    Location {
-        message: Some(message),
-        ..Location::default()
-    }
+    Location { message: Some(message), ..Location::default() }
 }
 
 fn describe(value: &Value) -> &'static str {
@@ -212,19 +179,11 @@ impl Reader {
     fn message(&mut self, index: usize, value: Value) -> Result<(), FormatError> {
         let location = at(index);
         let Value::Object(mut map) = value else {
-            return Err(error(
-                location,
-                format!("a message must be an object, found {}", describe(&value)),
-            ));
+            return Err(error(location, format!("a message must be an object, found {}", describe(&value))));
         };
         let role = match map.remove("role") {
             Some(Value::String(role)) => role,
-            Some(other) => {
-                return Err(error(
-                    location,
-                    format!("`role` must be a string, found {}", describe(&other)),
-                ))
-            }
+            Some(other) => return Err(error(location, format!("`role` must be a string, found {}", describe(&other)))),
             None => return Err(error(location, "the message has no `role`")),
         };
         match role.as_str() {
@@ -239,26 +198,16 @@ impl Reader {
             "user" => {
                 let (content, shape) = match map.remove("content") {
                     Some(Value::String(text)) => (vec![Block::text(text)], ContentShape::Text),
-                    Some(Value::Array(parts)) => {
-                        (parts_to_blocks(parts, location)?, ContentShape::Blocks)
-                    }
+                    Some(Value::Array(parts)) => (parts_to_blocks(parts, location)?, ContentShape::Blocks),
                     Some(other) => {
                         return Err(error(
                             location,
-                            format!(
-                                "`content` must be a string or an array of parts, found {}",
-                                describe(&other)
-                            ),
+                            format!("`content` must be a string or an array of parts, found {}", describe(&other)),
                         ))
                     }
                     None => return Err(error(location, "the user message has no `content`")),
                 };
-                self.push(Message {
-                    role: Role::User,
-                    content,
-                    shape,
-                    extra: map,
-                });
+                self.push(Message { role: Role::User, content, shape, extra: map });
             }
             "assistant" => {
                 let message = self.assistant(index, map)?;
@@ -270,10 +219,7 @@ impl Reader {
                     Some(other) => {
                         return Err(error(
                             location,
-                            format!(
-                                "`tool_call_id` must be a string, found {}",
-                                describe(&other)
-                            ),
+                            format!("`tool_call_id` must be a string, found {}", describe(&other)),
                         ))
                     }
                     None => return Err(error(location, "the tool message has no `tool_call_id`")),
@@ -283,10 +229,7 @@ impl Reader {
             }
             "function" => {
                 let Some(tool_use_id) = self.pending_function.take() else {
-                    return Err(error(
-                        location,
-                        "a legacy `function` message answers no earlier `function_call`",
-                    ));
+                    return Err(error(location, "a legacy `function` message answers no earlier `function_call`"));
                 };
                 let result = tool_result(tool_use_id, map.remove("content"), location)?;
                 self.push(Message::new(Role::User, vec![Block::ToolResult(result)]));
@@ -294,9 +237,7 @@ impl Reader {
             other => {
                 return Err(error(
                     location,
-                    format!(
-                    "unknown role `{other}` (expected system, developer, user, assistant or tool)"
-                ),
+                    format!("unknown role `{other}` (expected system, developer, user, assistant or tool)"),
                 ))
             }
         }
@@ -308,18 +249,13 @@ impl Reader {
         let mut content = Vec::new();
         match map.remove("reasoning_content") {
             None | Some(Value::Null) => {}
-            Some(Value::String(thinking)) => content.push(Block::Thinking(Thinking {
-                thinking,
-                signature: None,
-                extra: Extra::new(),
-            })),
+            Some(Value::String(thinking)) => {
+                content.push(Block::Thinking(Thinking { thinking, signature: None, extra: Extra::new() }))
+            }
             Some(other) => {
                 return Err(error(
                     location,
-                    format!(
-                        "`reasoning_content` must be a string, found {}",
-                        describe(&other)
-                    ),
+                    format!("`reasoning_content` must be a string, found {}", describe(&other)),
                 ))
             }
         }
@@ -335,10 +271,7 @@ impl Reader {
             Some(other) => {
                 return Err(error(
                     location,
-                    format!(
-                        "`content` must be a string, null or an array of parts, found {}",
-                        describe(&other)
-                    ),
+                    format!("`content` must be a string, null or an array of parts, found {}", describe(&other)),
                 ))
             }
         }
@@ -350,10 +283,7 @@ impl Reader {
                 }
             }
             Some(other) => {
-                return Err(error(
-                    location,
-                    format!("`tool_calls` must be an array, found {}", describe(&other)),
-                ))
+                return Err(error(location, format!("`tool_calls` must be an array, found {}", describe(&other))))
             }
         }
         match map.remove("function_call") {
@@ -362,32 +292,16 @@ impl Reader {
                 let id = format!("call_legacy_{index}");
                 let (name, input) = function_fields(function, "`function_call`", location)?;
                 self.pending_function = Some(id.clone());
-                content.push(Block::ToolUse(ToolUse {
-                    id,
-                    name,
-                    input,
-                    extra: Extra::new(),
-                }));
+                content.push(Block::ToolUse(ToolUse { id, name, input, extra: Extra::new() }));
             }
             Some(other) => {
-                return Err(error(
-                    location,
-                    format!(
-                        "`function_call` must be an object, found {}",
-                        describe(&other)
-                    ),
-                ))
+                return Err(error(location, format!("`function_call` must be an object, found {}", describe(&other))))
             }
         }
         if content.len() != 1 {
             shape = ContentShape::Blocks;
         }
-        Ok(Message {
-            role: Role::Assistant,
-            content,
-            shape,
-            extra: map,
-        })
+        Ok(Message { role: Role::Assistant, content, shape, extra: map })
     }
 
     /// Appends `message`, merging it into the last message when both have the same role.
@@ -401,10 +315,9 @@ impl Reader {
                 }
                 if last.role == Role::User {
                     // Tool results must lead their user message; keep each group's order.
-                    let (mut blocks, rest): (Vec<Block>, Vec<Block>) =
-                        std::mem::take(&mut last.content)
-                            .into_iter()
-                            .partition(|block| matches!(block, Block::ToolResult(_)));
+                    let (mut blocks, rest): (Vec<Block>, Vec<Block>) = std::mem::take(&mut last.content)
+                        .into_iter()
+                        .partition(|block| matches!(block, Block::ToolResult(_)));
                     blocks.extend(rest);
                     last.content = blocks;
                 }
@@ -415,11 +328,7 @@ impl Reader {
 }
 
 /// The text of a system or developer message: a string, or text parts joined by newlines.
-fn plain_text(
-    content: Option<Value>,
-    role: &str,
-    location: Location,
-) -> Result<String, FormatError> {
+fn plain_text(content: Option<Value>, role: &str, location: Location) -> Result<String, FormatError> {
     match content {
         Some(Value::String(text)) => Ok(text),
         Some(Value::Array(parts)) => {
@@ -429,10 +338,7 @@ fn plain_text(
                     Some(text) => texts.push(text),
                     None => {
                         return Err(error(
-                            Location {
-                                block: Some(position),
-                                ..location
-                            },
+                            Location { block: Some(position), ..location },
                             format!("a {role} message's content parts must be text parts"),
                         ))
                     }
@@ -442,15 +348,9 @@ fn plain_text(
         }
         Some(other) => Err(error(
             location,
-            format!(
-                "`content` must be a string or an array of text parts, found {}",
-                describe(&other)
-            ),
+            format!("`content` must be a string or an array of text parts, found {}", describe(&other)),
         )),
-        None => Err(error(
-            location,
-            format!("the {role} message has no `content`"),
-        )),
+        None => Err(error(location, format!("the {role} message has no `content`"))),
     }
 }
 
@@ -458,27 +358,13 @@ fn parts_to_blocks(parts: Vec<Value>, location: Location) -> Result<Vec<Block>, 
     parts
         .into_iter()
         .enumerate()
-        .map(|(position, part)| {
-            part_to_block(
-                part,
-                Location {
-                    block: Some(position),
-                    ..location
-                },
-            )
-        })
+        .map(|(position, part)| part_to_block(part, Location { block: Some(position), ..location }))
         .collect()
 }
 
 fn part_to_block(part: Value, location: Location) -> Result<Block, FormatError> {
     let Value::Object(mut map) = part else {
-        return Err(error(
-            location,
-            format!(
-                "a content part must be an object, found {}",
-                describe(&part)
-            ),
-        ));
+        return Err(error(location, format!("a content part must be an object, found {}", describe(&part))));
     };
     match map.get("type").and_then(Value::as_str) {
         Some("text") => {
@@ -498,10 +384,7 @@ fn part_to_block(part: Value, location: Location) -> Result<Block, FormatError> 
             let Some(url) = url else {
                 return Err(error(location, "an image_url part needs `image_url.url`"));
             };
-            Ok(Block::Image(Media {
-                source: image_source(url),
-                extra: Extra::new(),
-            }))
+            Ok(Block::Image(Media { source: image_source(url), extra: Extra::new() }))
         }
         Some("refusal") => Ok(Block::Other(Value::Object(map))),
         // Anything else is read as an Anthropic block: the writer passes those through.
@@ -511,9 +394,7 @@ fn part_to_block(part: Value, location: Location) -> Result<Block, FormatError> 
 
 /// The Anthropic image source for an OpenAI image URL.
 fn image_source(url: &str) -> Value {
-    let base64 = url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(";base64,"));
+    let base64 = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,"));
     match base64 {
         Some((media_type, data)) => {
             json!({"type": "base64", "media_type": media_type, "data": data})
@@ -522,54 +403,31 @@ fn image_source(url: &str) -> Value {
     }
 }
 
-fn tool_result(
-    tool_use_id: String,
-    content: Option<Value>,
-    location: Location,
-) -> Result<ToolResult, FormatError> {
+fn tool_result(tool_use_id: String, content: Option<Value>, location: Location) -> Result<ToolResult, FormatError> {
     let content = match content {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(ToolResultContent::Text(text)),
-        Some(Value::Array(parts)) => {
-            Some(ToolResultContent::Blocks(parts_to_blocks(parts, location)?))
-        }
+        Some(Value::Array(parts)) => Some(ToolResultContent::Blocks(parts_to_blocks(parts, location)?)),
         Some(other) => {
             return Err(error(
                 location,
-                format!(
-                    "a tool message's `content` must be a string or an array of parts, found {}",
-                    describe(&other)
-                ),
+                format!("a tool message's `content` must be a string or an array of parts, found {}", describe(&other)),
             ))
         }
     };
-    Ok(ToolResult {
-        tool_use_id,
-        content,
-        is_error: None,
-        extra: Extra::new(),
-    })
+    Ok(ToolResult { tool_use_id, content, is_error: None, extra: Extra::new() })
 }
 
 fn tool_call(call: Value, position: usize, location: Location) -> Result<ToolUse, FormatError> {
-    let location = Location {
-        block: Some(position),
-        ..location
-    };
+    let location = Location { block: Some(position), ..location };
     let what = format!("tool call {position}");
     let Value::Object(mut call) = call else {
-        return Err(error(
-            location,
-            format!("{what} must be an object, found {}", describe(&call)),
-        ));
+        return Err(error(location, format!("{what} must be an object, found {}", describe(&call))));
     };
     match call.get("type").and_then(Value::as_str) {
         None | Some("function") => {}
         Some(other) => {
-            return Err(error(
-                location,
-                format!("{what} has type `{other}`; only `function` tool calls can be read"),
-            ))
+            return Err(error(location, format!("{what} has type `{other}`; only `function` tool calls can be read")))
         }
     }
     let id = match call.remove("id") {
@@ -580,20 +438,11 @@ fn tool_call(call: Value, position: usize, location: Location) -> Result<ToolUse
         return Err(error(location, format!("{what} needs a `function` object")));
     };
     let (name, input) = function_fields(function, &what, location)?;
-    Ok(ToolUse {
-        id,
-        name,
-        input,
-        extra: Extra::new(),
-    })
+    Ok(ToolUse { id, name, input, extra: Extra::new() })
 }
 
 /// The name and parsed arguments of a `function` (or legacy `function_call`) object.
-fn function_fields(
-    mut function: Extra,
-    what: &str,
-    location: Location,
-) -> Result<(String, Value), FormatError> {
+fn function_fields(mut function: Extra, what: &str, location: Location) -> Result<(String, Value), FormatError> {
     let name = match function.remove("name") {
         Some(Value::String(name)) => name,
         _ => return Err(error(location, format!("{what} needs a string `name`"))),
@@ -638,8 +487,7 @@ fn function_to_tool(function: &Value) -> Value {
             _ => tool.insert(key.clone(), value.clone()),
         };
     }
-    tool.entry("input_schema")
-        .or_insert_with(|| json!({"type": "object", "properties": {}}));
+    tool.entry("input_schema").or_insert_with(|| json!({"type": "object", "properties": {}}));
     Value::Object(tool)
 }
 
@@ -647,14 +495,8 @@ fn tool_to_openai(tool: &Value) -> Value {
     let Some(map) = tool.as_object() else {
         return tool.clone();
     };
-    let custom = matches!(
-        map.get("type").and_then(Value::as_str),
-        None | Some("custom")
-    );
-    if !custom
-        || !map.get("name").is_some_and(Value::is_string)
-        || !map.contains_key("input_schema")
-    {
+    let custom = matches!(map.get("type").and_then(Value::as_str), None | Some("custom"));
+    if !custom || !map.get("name").is_some_and(Value::is_string) || !map.contains_key("input_schema") {
         // Server tools (web search, …) have no OpenAI form: passed through.
         return tool.clone();
     }
@@ -685,12 +527,7 @@ fn write_user(message: &Message, out: &mut Vec<Value>) {
                     "content": result.text(),
                 }));
                 if let Some(ToolResultContent::Blocks(blocks)) = &result.content {
-                    carried.extend(
-                        blocks
-                            .iter()
-                            .filter(|block| !matches!(block, Block::Text(_)))
-                            .map(block_to_part),
-                    );
+                    carried.extend(blocks.iter().filter(|block| !matches!(block, Block::Text(_))).map(block_to_part));
                 }
             }
             other => own.push(other),
@@ -698,9 +535,7 @@ fn write_user(message: &Message, out: &mut Vec<Value>) {
     }
     let content = match own.as_slice() {
         [] if carried.is_empty() => return,
-        [Block::Text(text)] if carried.is_empty() && text.extra.is_empty() => {
-            Value::String(text.text.clone())
-        }
+        [Block::Text(text)] if carried.is_empty() && text.extra.is_empty() => Value::String(text.text.clone()),
         _ => {
             carried.extend(own.into_iter().map(block_to_part));
             Value::Array(carried)
@@ -739,10 +574,7 @@ fn write_assistant(message: &Message) -> Value {
     map.insert("role".into(), Value::String("assistant".into()));
     map.insert("content".into(), content);
     if !reasoning.is_empty() {
-        map.insert(
-            "reasoning_content".into(),
-            Value::String(reasoning.join("\n\n")),
-        );
+        map.insert("reasoning_content".into(), Value::String(reasoning.join("\n\n")));
     }
     if !calls.is_empty() {
         map.insert("tool_calls".into(), Value::Array(calls));
@@ -782,11 +614,7 @@ fn block_to_part(block: &Block) -> Value {
 fn image_url(source: &Value) -> Option<String> {
     let field = |key: &str| source.get(key).and_then(Value::as_str);
     match field("type")? {
-        "base64" => Some(format!(
-            "data:{};base64,{}",
-            field("media_type")?,
-            field("data")?
-        )),
+        "base64" => Some(format!("data:{};base64,{}", field("media_type")?, field("data")?)),
         "url" => field("url").map(str::to_string),
         _ => None,
     }
@@ -819,11 +647,7 @@ mod tests {
         ]));
         assert_eq!(conversation.system, Some(System::Text("one\n\ntwo".into())));
         assert_eq!(conversation.messages.len(), 3);
-        let texts: Vec<_> = conversation.messages[2]
-            .content
-            .iter()
-            .filter_map(Block::as_text)
-            .collect();
+        let texts: Vec<_> = conversation.messages[2].content.iter().filter_map(Block::as_text).collect();
         assert_eq!(texts, ["mode changed", "go on"]);
         assert!(validate(&conversation).is_empty());
     }
@@ -841,20 +665,12 @@ mod tests {
             {"role": "user", "content": "thanks"}
         ]));
         assert_eq!(conversation.messages.len(), 3);
-        let kinds: Vec<_> = conversation.messages[2]
-            .content
-            .iter()
-            .map(Block::kind)
-            .collect();
+        let kinds: Vec<_> = conversation.messages[2].content.iter().map(Block::kind).collect();
         assert_eq!(kinds, ["tool_result", "tool_result", "text"]);
         let Block::ToolUse(second) = &conversation.messages[1].content[1] else {
             panic!("expected a tool_use");
         };
-        assert_eq!(
-            second.input,
-            json!({}),
-            "empty arguments read as an empty object"
-        );
+        assert_eq!(second.input, json!({}), "empty arguments read as an empty object");
         assert!(validate(&conversation).is_empty());
     }
 
@@ -871,10 +687,7 @@ mod tests {
         };
         assert_eq!(call.input, json!("{not json"));
         let written = to_value(&conversation);
-        assert_eq!(
-            written["messages"][1]["tool_calls"][0]["function"]["arguments"],
-            json!("{not json")
-        );
+        assert_eq!(written["messages"][1]["tool_calls"][0]["function"]["arguments"], json!("{not json"));
         assert_eq!(written["messages"][1]["content"], Value::Null);
     }
 
@@ -885,9 +698,7 @@ mod tests {
             {"role": "assistant", "content": "answer", "reasoning_content": "because"}
         ]));
         let content = &conversation.messages[1].content;
-        assert!(
-            matches!(&content[0], Block::Thinking(t) if t.thinking == "because" && t.signature.is_none())
-        );
+        assert!(matches!(&content[0], Block::Thinking(t) if t.thinking == "because" && t.signature.is_none()));
         assert_eq!(content[1].as_text(), Some("answer"));
     }
 
@@ -917,10 +728,7 @@ mod tests {
             written["messages"][0]["content"][0],
             json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
         );
-        assert_eq!(
-            written["messages"][0]["content"][1]["image_url"]["url"],
-            json!("https://example.com/a.png")
-        );
+        assert_eq!(written["messages"][0]["content"][1]["image_url"]["url"], json!("https://example.com/a.png"));
     }
 
     #[test]
@@ -971,8 +779,7 @@ mod tests {
             {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object"}, "strict": true}},
             {"type": "function", "function": {"name": "now"}}
         ]);
-        let conversation =
-            read(json!({"model": "m", "tool_choice": "auto", "messages": [], "tools": openai}));
+        let conversation = read(json!({"model": "m", "tool_choice": "auto", "messages": [], "tools": openai}));
         assert_eq!(
             conversation.tools,
             Some(vec![
@@ -983,73 +790,49 @@ mod tests {
         assert_eq!(conversation.extra.get("tool_choice"), Some(&json!("auto")));
         let written = to_value(&conversation);
         assert_eq!(written["tools"][0], openai[0]);
-        assert_eq!(
-            written["tools"][1]["function"]["parameters"],
-            json!({"type": "object", "properties": {}})
-        );
+        assert_eq!(written["tools"][1]["function"]["parameters"], json!({"type": "object", "properties": {}}));
         assert_eq!(written["model"], json!("m"));
     }
 
     #[test]
     fn legacy_function_calls_pair_with_function_messages() {
-        let conversation = read(
-            json!({"functions": [{"name": "f", "parameters": {"type": "object"}}], "messages": [
-                {"role": "user", "content": "x"},
-                {"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{}"}},
-                {"role": "function", "name": "f", "content": "done"}
-            ]}),
-        );
+        let conversation = read(json!({"functions": [{"name": "f", "parameters": {"type": "object"}}], "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{}"}},
+            {"role": "function", "name": "f", "content": "done"}
+        ]}));
         assert!(validate(&conversation).is_empty());
-        assert_eq!(
-            conversation.messages[1].tool_use_ids().collect::<Vec<_>>(),
-            ["call_legacy_1"]
-        );
+        assert_eq!(conversation.messages[1].tool_use_ids().collect::<Vec<_>>(), ["call_legacy_1"]);
         assert_eq!(conversation.tools.as_ref().map(Vec::len), Some(1));
-        let err = from_value(json!([{"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "y"}])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "message 1: a legacy `function` message answers no earlier `function_call`"
-        );
+        let err =
+            from_value(json!([{"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "y"}]))
+                .unwrap_err();
+        assert_eq!(err.to_string(), "message 1: a legacy `function` message answers no earlier `function_call`");
     }
 
     #[test]
     fn errors_name_the_message() {
-        let err = from_value(
-            json!([{"role": "user", "content": "x"}, {"role": "critic", "content": "y"}]),
-        )
-        .unwrap_err();
-        assert_eq!(err.to_string(), "message 1: unknown role `critic` (expected system, developer, user, assistant or tool)");
         let err =
-            from_value(json!([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}]))
-                .unwrap_err();
+            from_value(json!([{"role": "user", "content": "x"}, {"role": "critic", "content": "y"}])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "message 1: the tool message has no `tool_call_id`"
+            "message 1: unknown role `critic` (expected system, developer, user, assistant or tool)"
         );
+        let err = from_value(json!([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}])).unwrap_err();
+        assert_eq!(err.to_string(), "message 1: the tool message has no `tool_call_id`");
         let err = from_value(json!([{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {}}]}])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "message 0, block 0: tool call 0 needs a string `name`"
-        );
-        let err =
-            from_value(json!([{"role": "user", "content": [{"type": "image_url"}]}])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "message 0, block 0: an image_url part needs `image_url.url`"
-        );
+        assert_eq!(err.to_string(), "message 0, block 0: tool call 0 needs a string `name`");
+        let err = from_value(json!([{"role": "user", "content": [{"type": "image_url"}]}])).unwrap_err();
+        assert_eq!(err.to_string(), "message 0, block 0: an image_url part needs `image_url.url`");
         assert!(from_value(json!("text")).is_err());
     }
 
     #[test]
     fn detection_sees_openai_only_features() {
-        assert!(looks_like_openai(&[
-            json!({"role": "assistant", "content": null})
-        ]));
+        assert!(looks_like_openai(&[json!({"role": "assistant", "content": null})]));
         assert!(looks_like_openai(&[
             json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]})
         ]));
-        assert!(!looks_like_openai(&[
-            json!({"role": "user", "content": [{"type": "text", "text": "t"}]})
-        ]));
+        assert!(!looks_like_openai(&[json!({"role": "user", "content": [{"type": "text", "text": "t"}]})]));
     }
 }

@@ -1,0 +1,332 @@
+//! `contextfold compact`: compact files to a budget, with a report.
+
+use crate::args::CompactArgs;
+use crate::output::{self, thousands};
+use anyhow::{bail, Context};
+use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
+use contextfold::core::plan::PlanConfig;
+use contextfold::core::prompt::Instructions;
+use contextfold::core::summary::is_summary_message;
+use contextfold::core::{Block, Conversation};
+use contextfold::input::{self, Shown};
+use contextfold::summarize::{Extractive, Summarizer};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+impl CompactArgs {
+    fn config(&self) -> CompactConfig {
+        let target = match (self.budget, self.window) {
+            (Some(budget), _) => Target::Budget(budget),
+            (None, Some(window)) => Target::Window { window, reserve: self.reserve, fraction: self.target },
+            (None, None) => Target::Shrink(0.5),
+        };
+        let defaults = CompactConfig::default();
+        CompactConfig {
+            target,
+            strategy: self.strategy,
+            plan: PlanConfig {
+                keep_turns: self.keep_turns,
+                max_tail_tokens: self.keep_tokens,
+                ..defaults.plan.clone()
+            },
+            summary_tokens: self.summary_tokens,
+            instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
+            max_tool_output: match self.max_tool_output {
+                None => ClipLimit::Auto,
+                Some(0) => ClipLimit::Off,
+                Some(tokens) => ClipLimit::Tokens(tokens),
+            },
+            ..defaults
+        }
+    }
+}
+
+/// The summarizer `spec` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
+fn summarizer(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Summarizer>> {
+    let (name, model) = match spec.split_once(':') {
+        Some((name, model)) => (name, Some(model)),
+        None => (spec, None),
+    };
+    Ok(match name {
+        "extractive" => Arc::new(Extractive::default()),
+        "anthropic" => {
+            let mut builder = contextfold::summarize::http::Anthropic::from_env();
+            if let Some(model) = model {
+                builder = builder.model(model);
+            }
+            if let Some(url) = base_url {
+                builder = builder.base_url(url);
+            }
+            Arc::new(builder.build()?)
+        }
+        "openai" => {
+            let mut builder = contextfold::summarize::http::OpenAiCompatible::from_env();
+            if let Some(model) = model {
+                builder = builder.model(model);
+            }
+            if let Some(url) = base_url {
+                builder = builder.base_url(url);
+            }
+            Arc::new(builder.build()?)
+        }
+        other => bail!("unknown summarizer `{other}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])"),
+    })
+}
+
+/// The input files: files as given, directories expanded to their conversation files.
+fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("{}: cannot list the directory", path.display()))?
+                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                .filter(|file| {
+                    let name = file.file_name().and_then(|name| name.to_str()).unwrap_or("");
+                    file.is_file()
+                        && [".json", ".json.gz", ".jsonl", ".jsonl.gz"].iter().any(|ext| name.ends_with(ext))
+                        && name != "manifest.json"
+                })
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    file: String,
+    #[serde(flatten)]
+    report: &'a CompactionReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
+}
+
+pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
+    let files = inputs(&args.files)?;
+    if files.is_empty() {
+        bail!(
+            "no conversation files found in {}",
+            args.files.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    if args.output.is_some() && files.len() > 1 {
+        bail!("-o takes one input file (got {}); use --out-dir DIR for several", files.len());
+    }
+    let several = files.len() > 1;
+    if several && args.out_dir.is_none() && !args.dry_run && !args.json {
+        bail!("compacting {} files needs --out-dir DIR (or --dry-run, or --json for reports only)", files.len());
+    }
+    let mut notes = Vec::new();
+    let summarizer = match summarizer(&args.summarizer, args.base_url.as_deref()) {
+        Ok(summarizer) => summarizer,
+        Err(err) if args.strategy == Strategy::Auto && args.summarizer != "extractive" => {
+            let note = format!("{err:#}; using the extractive summarizer instead");
+            eprintln!("contextfold: warning: {note}");
+            notes.push(note);
+            Arc::new(Extractive::default())
+        }
+        Err(err) => return Err(err.context("cannot set up the summarizer")),
+    };
+    let compactor = Compactor::new(summarizer).with_counter(args.tokenizer.counter());
+    let config = args.config();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let progress = (several && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(files.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for file in &files {
+        if let Some(bar) = &progress {
+            bar.set_message(file.display().to_string());
+        }
+        match compact_one(file, &args, &compactor, &config, &runtime, &notes) {
+            Ok(row) => rows.push(row),
+            Err(err) => {
+                let message = format!("contextfold: {err:#}");
+                match &progress {
+                    Some(bar) => bar.println(message),
+                    None => eprintln!("{message}"),
+                }
+                failed = true;
+            }
+        }
+        if let Some(bar) = &progress {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    if several && !args.json {
+        output::print(&table(&rows))?;
+    }
+    Ok(super::exit(failed, ExitCode::SUCCESS))
+}
+
+/// One line of the final table.
+struct Row {
+    file: String,
+    report: CompactionReport,
+}
+
+fn compact_one(
+    file: &Path,
+    args: &CompactArgs,
+    compactor: &Compactor,
+    config: &CompactConfig,
+    runtime: &tokio::runtime::Runtime,
+    notes: &[String],
+) -> anyhow::Result<Row> {
+    let parsed = super::load(file, args.input.format)?;
+    let shown = Shown(file.to_path_buf()).to_string();
+    let compacted = runtime.block_on(compactor.compact(&parsed.conversation, config)).with_context(|| shown.clone())?;
+    let mut report = compacted.report;
+    report.notes.extend(notes.iter().cloned());
+    if args.strategy == Strategy::Summarize {
+        if let Some(fallback) = report.fallbacks.iter().find(|fallback| fallback.to.starts_with("extractive")) {
+            bail!("{shown}: the {} summarizer failed: {}", fallback.from, fallback.reason);
+        }
+    }
+    let destination: Option<PathBuf> = match (&args.output, &args.out_dir) {
+        _ if args.dry_run => None,
+        (Some(path), _) => Some(path.clone()),
+        (None, Some(dir)) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the directory", dir.display()))?;
+            Some(dir.join(file.file_name().unwrap_or(file.as_os_str())))
+        }
+        (None, None) if args.json || std::io::stdout().is_terminal() => None,
+        (None, None) => Some(PathBuf::from("-")),
+    };
+    if let Some(path) = &destination {
+        input::save(path, &compacted.conversation, parsed.format.writable(), parsed.layout)?;
+    }
+    if args.json {
+        output::json_line(&JsonReport {
+            file: shown.clone(),
+            report: &report,
+            output: destination.as_ref().map(|path| Shown(path.clone()).to_string()),
+        })?;
+    } else if files_is_single(args) {
+        let line = summary_line(&shown, &report);
+        if destination.as_deref().is_some_and(|path| path.as_os_str() == "-") {
+            eprintln!("{line}");
+        } else {
+            let mut out = format!("{line}\n");
+            if destination.is_none() && !args.dry_run {
+                out.push_str(&shape(&compacted.conversation));
+                out.push_str("(write the conversation with -o FILE, or redirect standard output)\n");
+            }
+            output::print(&out)?;
+        }
+    }
+    Ok(Row { file: shown, report })
+}
+
+fn files_is_single(args: &CompactArgs) -> bool {
+    args.files.len() == 1 && !args.files[0].is_dir()
+}
+
+fn summary_line(file: &str, report: &CompactionReport) -> String {
+    let mut parts = vec![format!(
+        "{file}: {} → {} tokens (target {}; {})",
+        thousands(report.tokens_before),
+        thousands(report.tokens_after),
+        thousands(report.target_tokens),
+        report.strategy_used
+    )];
+    if report.offloaded > 0 {
+        parts.push(format!("{} tool outputs offloaded", report.offloaded));
+    }
+    if report.messages_folded > 0 {
+        parts.push(format!(
+            "{} messages folded into a {}-token summary{}",
+            report.messages_folded,
+            thousands(report.summary_tokens),
+            if report.cache_hit { " (cached)" } else { "" }
+        ));
+    }
+    if !report.clipped.is_empty() {
+        parts.push(format!("{} outputs clipped", report.clipped.len()));
+    }
+    let mut line = parts.join("; ");
+    for fallback in &report.fallbacks {
+        line.push_str(&format!("\n  fallback: {} → {}: {}", fallback.from, fallback.to, fallback.reason));
+    }
+    for note in &report.notes {
+        line.push_str(&format!("\n  note: {note}"));
+    }
+    line
+}
+
+/// One line per message: index, role, block kinds.
+fn shape(conversation: &Conversation) -> String {
+    let mut out = String::new();
+    for (index, message) in conversation.messages.iter().enumerate() {
+        let kinds: Vec<String> = message
+            .content
+            .iter()
+            .map(|block| match block {
+                Block::ToolUse(tool_use) => format!("tool_use {}", tool_use.name),
+                Block::Text(text) if text.text.starts_with(contextfold::core::summary::SUMMARY_PREFIX) => {
+                    "summary".to_string()
+                }
+                Block::ToolResult(result) if contextfold::core::evict::is_evicted(result) => {
+                    "tool_result (offloaded)".to_string()
+                }
+                other => other.kind().to_string(),
+            })
+            .collect();
+        let marker = if is_summary_message(message) { " ←" } else { "" };
+        out.push_str(&format!("  {index:>3} {:<9} {}{marker}\n", message.role.as_str(), kinds.join(" · ")));
+    }
+    out
+}
+
+fn table(rows: &[Row]) -> String {
+    let width = rows.iter().map(|row| row.file.len()).max().unwrap_or(4).clamp(4, 60);
+    let mut out = format!(
+        "{:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
+        "file", "before", "after", "target", "strategy", "offloaded", "folded"
+    );
+    let (mut before, mut after) = (0, 0);
+    for row in rows {
+        let report = &row.report;
+        let file: String = if row.file.len() > width {
+            format!("…{}", &row.file[row.file.len() - width + 1..])
+        } else {
+            row.file.clone()
+        };
+        out.push_str(&format!(
+            "{file:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
+            thousands(report.tokens_before),
+            thousands(report.tokens_after),
+            thousands(report.target_tokens),
+            report.strategy_used,
+            report.offloaded,
+            report.messages_folded
+        ));
+        before += report.tokens_before;
+        after += report.tokens_after;
+    }
+    out.push_str(&format!(
+        "{:<width$}  {:>10}  {:>10}\n",
+        format!("{} files", rows.len()),
+        thousands(before),
+        thousands(after)
+    ));
+    out
+}

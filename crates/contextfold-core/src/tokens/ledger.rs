@@ -1,0 +1,292 @@
+//! Memoised counting: a [`TokenLedger`] remembers each message's count so that a
+//! conversation that grew by one message costs that one message to recount.
+//!
+//! Design choice: the ledger assumes the history is append-only between calls and checks
+//! only the *last* message it already knows, by a fingerprint (FNV-1a over the message's
+//! JSON). When that message changed, or the history got shorter, it recounts everything,
+//! reusing the count of every message whose fingerprint it still knows. An edit to an
+//! *earlier* message that leaves the last known one intact is not seen by [`sync`]; after
+//! editing history in place, call [`resync`] (or [`clear`]).
+//!
+//! [`sync`]: TokenLedger::sync
+//! [`resync`]: TokenLedger::resync
+//! [`clear`]: TokenLedger::clear
+
+use super::count::{count_message, count_system, count_tools};
+use super::TokenCounter;
+use crate::conversation::{Conversation, Message};
+use crate::hash::{fnv1a64, StableHasher};
+use std::collections::HashMap;
+
+/// Per-message token counts of one conversation, kept up to date incrementally.
+///
+/// ```
+/// use contextfold_core::tokens::{count_messages, TokenLedger, Tokenizer};
+/// use contextfold_core::{Message, Role};
+///
+/// let counter = Tokenizer::Estimate.counter();
+/// let mut ledger = TokenLedger::new(counter);
+/// let mut history = vec![Message::text(Role::User, "list the files")];
+/// ledger.sync(&history);
+/// history.push(Message::text(Role::Assistant, "Cargo.toml, src/"));
+/// // Only the new message is counted.
+/// assert_eq!(ledger.sync(&history), count_messages(counter, &history));
+/// ```
+#[derive(Clone)]
+pub struct TokenLedger<'a> {
+    counter: &'a dyn TokenCounter,
+    entries: Vec<Entry>,
+    total: u64,
+    preamble: Option<Entry>,
+}
+
+/// What the ledger knows of one message (or of the system prompt and tools together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    fingerprint: u64,
+    tokens: u64,
+}
+
+impl<'a> TokenLedger<'a> {
+    /// An empty ledger counting with `counter`.
+    pub fn new(counter: &'a dyn TokenCounter) -> TokenLedger<'a> {
+        TokenLedger { counter, entries: Vec::new(), total: 0, preamble: None }
+    }
+
+    /// The counter this ledger counts with.
+    pub fn counter(&self) -> &'a dyn TokenCounter {
+        self.counter
+    }
+
+    /// How many messages the ledger knows.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the ledger knows no message.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The total of the messages as of the last sync.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The count of message `index` as of the last sync.
+    pub fn message_tokens(&self, index: usize) -> Option<u64> {
+        self.entries.get(index).map(|entry| entry.tokens)
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.total = 0;
+        self.preamble = None;
+    }
+
+    /// Brings the ledger up to `messages` and returns their total, as
+    /// [`count_messages`](super::count_messages) would.
+    ///
+    /// Costs the new messages plus one fingerprint of the last known message when the
+    /// history only grew (see the module docs for the assumption); otherwise it behaves
+    /// like [`resync`](TokenLedger::resync).
+    pub fn sync(&mut self, messages: &[Message]) -> u64 {
+        let known = self.entries.len();
+        let unchanged = known <= messages.len()
+            && match known.checked_sub(1) {
+                None => true,
+                Some(last) => self.entries[last].fingerprint == fingerprint(&messages[last]),
+            };
+        if !unchanged {
+            return self.resync(messages);
+        }
+        for message in &messages[known..] {
+            self.push(message, None);
+        }
+        self.total
+    }
+
+    /// Fingerprints every message and recounts those it does not know, reusing the counts
+    /// of messages it has seen before (wherever they now are). Returns the total.
+    pub fn resync(&mut self, messages: &[Message]) -> u64 {
+        let known: HashMap<u64, u64> = self.entries.drain(..).map(|entry| (entry.fingerprint, entry.tokens)).collect();
+        self.total = 0;
+        for message in messages {
+            let print = fingerprint(message);
+            self.push(message, Some((print, known.get(&print).copied())));
+        }
+        self.total
+    }
+
+    /// The total of a whole conversation, as
+    /// [`count_conversation`](super::count_conversation) would: the system prompt and tool
+    /// definitions (memoised together by one fingerprint) plus [`sync`](TokenLedger::sync)
+    /// of the messages.
+    pub fn sync_conversation(&mut self, conversation: &Conversation) -> u64 {
+        let mut hasher = StableHasher::default();
+        match &conversation.system {
+            None => hasher.write(b"none"),
+            Some(system) => {
+                let value = match system {
+                    crate::conversation::System::Text(text) => serde_json::Value::String(text.clone()),
+                    crate::conversation::System::Blocks(blocks) => {
+                        serde_json::Value::Array(blocks.iter().map(crate::conversation::Block::to_value).collect())
+                    }
+                };
+                hasher.write(value.to_string().as_bytes())
+            }
+        };
+        match &conversation.tools {
+            None => hasher.write(b"none"),
+            Some(tools) => hasher.write(serde_json::Value::Array(tools.clone()).to_string().as_bytes()),
+        };
+        let print = hasher.finish();
+        let preamble = match self.preamble {
+            Some(entry) if entry.fingerprint == print => entry.tokens,
+            _ => {
+                let tokens = conversation.system.as_ref().map_or(0, |system| count_system(self.counter, system))
+                    + conversation.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools));
+                self.preamble = Some(Entry { fingerprint: print, tokens });
+                tokens
+            }
+        };
+        preamble + self.sync(&conversation.messages)
+    }
+
+    fn push(&mut self, message: &Message, known: Option<(u64, Option<u64>)>) {
+        let (fingerprint, tokens) = match known {
+            Some((print, Some(tokens))) => (print, tokens),
+            Some((print, None)) => (print, count_message(self.counter, message)),
+            None => (fingerprint(message), count_message(self.counter, message)),
+        };
+        self.total += tokens;
+        self.entries.push(Entry { fingerprint, tokens });
+    }
+}
+
+impl std::fmt::Debug for TokenLedger<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenLedger")
+            .field("counter", &self.counter.name())
+            .field("messages", &self.entries.len())
+            .field("total", &self.total)
+            .finish()
+    }
+}
+
+/// A message's fingerprint: FNV-1a of its JSON (role, content and extra fields).
+fn fingerprint(message: &Message) -> u64 {
+    fnv1a64(message.to_value().to_string().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::{Block, Role};
+    use crate::tokens::{count_conversation, count_messages, Chars4, Estimate};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Counts like [`Chars4`] and records how many bytes it was asked to count.
+    #[derive(Default)]
+    struct Metered(AtomicU64);
+
+    impl TokenCounter for Metered {
+        fn name(&self) -> &'static str {
+            "metered"
+        }
+        fn count_text(&self, text: &str) -> u64 {
+            self.0.fetch_add(text.len() as u64, Ordering::Relaxed);
+            Chars4.count_text(text)
+        }
+    }
+
+    fn history(n: usize) -> Vec<Message> {
+        (0..n)
+            .map(|i| {
+                let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+                Message::text(role, format!("message number {i}: {}", "word ".repeat(i % 7)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn appends_cost_only_the_new_message() {
+        let meter = Metered::default();
+        let mut ledger = TokenLedger::new(&meter);
+        let mut messages = history(50);
+        assert_eq!(ledger.sync(&messages), count_messages(&Chars4, &messages));
+        let before = meter.0.load(Ordering::Relaxed);
+        messages.push(Message::text(Role::User, "abcdefgh"));
+        assert_eq!(ledger.sync(&messages), count_messages(&Chars4, &messages));
+        assert_eq!(meter.0.load(Ordering::Relaxed) - before, 8);
+        // Nothing new: nothing counted.
+        assert_eq!(ledger.sync(&messages), count_messages(&Chars4, &messages));
+        assert_eq!(meter.0.load(Ordering::Relaxed) - before, 8);
+    }
+
+    #[test]
+    fn edits_and_truncations_recount() {
+        let counter = &Estimate;
+        let mut ledger = TokenLedger::new(counter);
+        let mut messages = history(30);
+        ledger.sync(&messages);
+        // Edit the last message in place (a streaming reply grows).
+        if let Some(Block::Text(text)) = messages[29].content.get_mut(0) {
+            text.text.push_str(" and a much longer ending than before");
+        }
+        assert_eq!(ledger.sync(&messages), count_messages(counter, &messages));
+        // Truncate, then append different messages.
+        messages.truncate(10);
+        assert_eq!(ledger.sync(&messages), count_messages(counter, &messages));
+        assert_eq!(ledger.len(), 10);
+        messages.extend(history(5));
+        assert_eq!(ledger.sync(&messages), count_messages(counter, &messages));
+        // Drop the first messages (a compaction): everything shifts.
+        messages.drain(..4);
+        assert_eq!(ledger.sync(&messages), count_messages(counter, &messages));
+        messages.clear();
+        assert_eq!(ledger.sync(&messages), 0);
+        assert!(ledger.is_empty());
+    }
+
+    #[test]
+    fn earlier_edits_need_resync() {
+        let counter = &Chars4;
+        let mut ledger = TokenLedger::new(counter);
+        let mut messages = history(6);
+        ledger.sync(&messages);
+        messages[0] = Message::text(Role::User, "x".repeat(400));
+        // The documented blind spot: `sync` trusts the prefix when the last message matches.
+        assert_ne!(ledger.sync(&messages), count_messages(counter, &messages));
+        assert_eq!(ledger.resync(&messages), count_messages(counter, &messages));
+    }
+
+    #[test]
+    fn resync_reuses_known_counts() {
+        let meter = Metered::default();
+        let mut ledger = TokenLedger::new(&meter);
+        let messages = history(20);
+        ledger.sync(&messages);
+        let before = meter.0.load(Ordering::Relaxed);
+        let shifted: Vec<Message> = messages[5..].to_vec();
+        assert_eq!(ledger.sync(&shifted), count_messages(&Chars4, &shifted));
+        assert_eq!(meter.0.load(Ordering::Relaxed), before);
+    }
+
+    #[test]
+    fn whole_conversations() {
+        let counter = &Estimate;
+        let mut ledger = TokenLedger::new(counter);
+        let mut conversation = Conversation {
+            system: Some(crate::conversation::System::Text("You are terse.".into())),
+            tools: Some(vec![serde_json::json!({"name": "Read", "input_schema": {}})]),
+            messages: history(8),
+            ..Conversation::default()
+        };
+        assert_eq!(ledger.sync_conversation(&conversation), count_conversation(counter, &conversation));
+        conversation.system = Some(crate::conversation::System::Text("You are verbose.".into()));
+        conversation.messages.push(Message::text(Role::Assistant, "ok"));
+        assert_eq!(ledger.sync_conversation(&conversation), count_conversation(counter, &conversation));
+    }
+}

@@ -1,0 +1,549 @@
+//! The compactor: gate → evict → plan → render → summarize → assemble → clip → validate.
+//!
+//! Masking first, summarizing rarely: with [`Strategy::Auto`] stale tool output is evicted
+//! first, and the head is summarized only when eviction cannot reach the target. No step is
+//! a hard failure while a later one can still help: an LLM summary falls back to the
+//! extractive one, a failed plan to eviction alone, and whatever is still over the target
+//! has its largest tool outputs clipped, the newest included. Every fallback is recorded in
+//! the report with its reason. The result is validated; an invalid result is a bug and is
+//! returned as an error, never as a conversation.
+
+use crate::cache::{cache_key, LruCache, SummaryCache};
+use crate::summarize::{Extractive, Summarizer, SummaryRequest, Usage};
+use contextfold_core::check::{missing_facts, preserve, required_facts};
+use contextfold_core::clip::{clip, ClipConfig, Clipped, MIN_CLIP_TOKENS};
+use contextfold_core::evict::{evict, EvictConfig, Offload};
+use contextfold_core::extract::extract;
+use contextfold_core::plan::{plan, Plan, PlanConfig};
+use contextfold_core::prompt::Instructions;
+use contextfold_core::render::render_chunks_at_most;
+use contextfold_core::summary::assemble;
+use contextfold_core::tokens::{count_conversation, count_system, count_tools, TokenCounter, Tokenizer};
+use contextfold_core::{repair, validate, Conversation, Message, Problem, Role};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How many tokens the compacted conversation may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// An absolute budget.
+    Budget(u64),
+    /// A fraction of a model window less an output reserve.
+    Window {
+        /// The model's context window.
+        window: u64,
+        /// Tokens kept free for the answer.
+        reserve: u64,
+        /// The share of the usable window to aim for.
+        fraction: f64,
+    },
+    /// A fraction of the conversation's own size (manual compaction without a budget).
+    Shrink(f64),
+}
+
+impl Target {
+    /// The target in tokens for a conversation of `current` tokens.
+    pub fn tokens(&self, current: u64) -> u64 {
+        match *self {
+            Target::Budget(budget) => budget,
+            Target::Window { window, reserve, fraction } => (window.saturating_sub(reserve) as f64 * fraction) as u64,
+            Target::Shrink(fraction) => (current as f64 * fraction) as u64,
+        }
+    }
+}
+
+/// What the compactor may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Evict first; summarize only if eviction cannot reach the target.
+    #[default]
+    Auto,
+    /// Evict only.
+    Evict,
+    /// Summarize the head (after the plan), without evicting first.
+    Summarize,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Strategy, String> {
+        match name {
+            "auto" => Ok(Strategy::Auto),
+            "evict" => Ok(Strategy::Evict),
+            "summarize" => Ok(Strategy::Summarize),
+            other => Err(format!("unknown strategy `{other}` (expected auto, evict or summarize)")),
+        }
+    }
+}
+
+/// The limit above which a single tool output is clipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClipLimit {
+    /// 10% of the target (at least [`MIN_CLIP_TOKENS`]).
+    #[default]
+    Auto,
+    /// This many tokens.
+    Tokens(u64),
+    /// Never clip.
+    Off,
+}
+
+impl ClipLimit {
+    /// The limit in tokens for a target of `target` tokens; `None` when off.
+    pub fn tokens(&self, target: u64) -> Option<u64> {
+        match *self {
+            ClipLimit::Auto => Some((target / 10).max(MIN_CLIP_TOKENS)),
+            ClipLimit::Tokens(tokens) => Some(tokens.max(MIN_CLIP_TOKENS)),
+            ClipLimit::Off => None,
+        }
+    }
+}
+
+/// How to compact. The [`Default`] halves the conversation with [`Strategy::Auto`], a summary
+/// of at most 2,000 tokens and at most 8 summarizer calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactConfig {
+    /// How big the result may be.
+    pub target: Target,
+    /// What the compactor may do.
+    pub strategy: Strategy,
+    /// Where to cut; its `max_tail_tokens` is lowered to what the target leaves for the tail.
+    pub plan: PlanConfig,
+    /// What to evict; its `target_tokens` is set from the target.
+    pub evict: EvictConfig,
+    /// The most tokens the summary may hold.
+    pub summary_tokens: u64,
+    /// Language and focus for LLM summaries.
+    #[serde(skip)]
+    pub instructions: Instructions,
+    /// The most summarizer calls for one compaction (a head too big for one request is
+    /// summarized in at most this many chunks).
+    pub max_chunks: usize,
+    /// When to clip a single tool output.
+    pub max_tool_output: ClipLimit,
+}
+
+impl Default for CompactConfig {
+    fn default() -> Self {
+        CompactConfig {
+            target: Target::Shrink(0.5),
+            strategy: Strategy::Auto,
+            plan: PlanConfig::default(),
+            evict: EvictConfig { keep_recent: Some(3), ..EvictConfig::default() },
+            summary_tokens: 2_000,
+            instructions: Instructions::default(),
+            max_chunks: 8,
+            max_tool_output: ClipLimit::Auto,
+        }
+    }
+}
+
+/// A step that did not happen as asked, and what was done instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    /// What failed or could not help (e.g. `anthropic:claude-haiku-4-5/prompt-v1`, `plan`).
+    pub from: String,
+    /// What was done instead (e.g. `extractive`, `evict`, `clip`).
+    pub to: String,
+    /// Why, as a sentence.
+    pub reason: String,
+}
+
+/// What a compaction did. Serialized, it is the `--json` report of `contextfold compact`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct CompactionReport {
+    /// Tokens before.
+    pub tokens_before: u64,
+    /// Tokens after.
+    pub tokens_after: u64,
+    /// The target.
+    pub target_tokens: u64,
+    /// What was done: `none`, or steps joined by `+` (`evict`, `summarize`, `clip`).
+    pub strategy_used: String,
+    /// Tokens of the summary (0 without one).
+    pub summary_tokens: u64,
+    /// Payloads evicted.
+    pub offloaded: usize,
+    /// Each evicted payload.
+    pub items: Vec<Offload>,
+    /// Each clipped payload.
+    pub clipped: Vec<Clipped>,
+    /// Steps that fell back, in order.
+    pub fallbacks: Vec<Fallback>,
+    /// The summarizer used (after fallbacks).
+    pub summarizer: Option<String>,
+    /// Summarizer calls made.
+    pub summarizer_calls: usize,
+    /// Tokens the summarizer calls used.
+    pub summarizer_usage: Usage,
+    /// Whether the summary came from the cache.
+    pub cache_hit: bool,
+    /// User turns folded into the summary.
+    pub turns_folded: usize,
+    /// Messages folded into the summary.
+    pub messages_folded: usize,
+    /// Facts an LLM summary left out and that were appended to it.
+    pub missing_facts: usize,
+    /// Repairs made to the input before compacting.
+    pub fixes: Vec<String>,
+    /// Other things worth knowing, one sentence each.
+    pub notes: Vec<String>,
+    /// Whether the result passes validation (always true for a returned result).
+    pub valid: bool,
+    /// Wall time in milliseconds.
+    pub duration_ms: f64,
+}
+
+/// A compacted conversation and its report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compacted {
+    /// The new conversation.
+    pub conversation: Conversation,
+    /// What was done.
+    pub report: CompactionReport,
+}
+
+/// A compaction that could not produce a valid conversation.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// The input has no messages.
+    #[error("the conversation has no messages")]
+    Empty,
+    /// The result broke a provider rule: a bug in contextfold, reported instead of written.
+    #[error("compaction produced an invalid conversation (a bug; please report it): {}", .0.first().map(ToString::to_string).unwrap_or_default())]
+    Invalid(Vec<Problem>),
+}
+
+/// Compacts conversations with one summarizer, a summary cache and a token counter.
+#[derive(Clone)]
+pub struct Compactor {
+    summarizer: Arc<dyn Summarizer>,
+    fallback: Extractive,
+    cache: Arc<dyn SummaryCache>,
+    counter: &'static dyn TokenCounter,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("summarizer", &self.summarizer.id())
+            .field("counter", &self.counter.name())
+            .finish()
+    }
+}
+
+impl Default for Compactor {
+    /// The extractive summarizer, an in-memory cache, and the calibrated estimator.
+    fn default() -> Self {
+        Compactor::new(Arc::new(Extractive::default()))
+    }
+}
+
+impl Compactor {
+    /// A compactor summarizing with `summarizer`.
+    pub fn new(summarizer: Arc<dyn Summarizer>) -> Compactor {
+        Compactor {
+            summarizer,
+            fallback: Extractive::default(),
+            cache: Arc::new(LruCache::default()),
+            counter: Tokenizer::Estimate.counter(),
+        }
+    }
+
+    /// Uses `cache` for summaries (default: an in-memory LRU of 64).
+    pub fn with_cache(mut self, cache: Arc<dyn SummaryCache>) -> Compactor {
+        self.cache = cache;
+        self
+    }
+
+    /// Counts tokens with `counter` (default: the calibrated estimator).
+    pub fn with_counter(mut self, counter: &'static dyn TokenCounter) -> Compactor {
+        self.counter = counter;
+        self.fallback = self.fallback.counter(counter);
+        self
+    }
+
+    /// The token counter in use.
+    pub fn counter(&self) -> &'static dyn TokenCounter {
+        self.counter
+    }
+
+    /// The summarizer in use.
+    pub fn summarizer(&self) -> &Arc<dyn Summarizer> {
+        &self.summarizer
+    }
+
+    /// Compacts `conversation` (which is not changed) as `config` asks.
+    pub async fn compact(
+        &self,
+        conversation: &Conversation,
+        config: &CompactConfig,
+    ) -> Result<Compacted, CompactError> {
+        let started = Instant::now();
+        if conversation.messages.is_empty() {
+            return Err(CompactError::Empty);
+        }
+        let mut work = conversation.clone();
+        let mut report = CompactionReport {
+            fixes: repair(&mut work).iter().map(ToString::to_string).collect(),
+            ..CompactionReport::default()
+        };
+        let counter = self.counter;
+        report.tokens_before = count_conversation(counter, &work);
+        let target = config.target.tokens(report.tokens_before);
+        report.target_tokens = target;
+        let mut steps: Vec<&str> = Vec::new();
+
+        if report.tokens_before > target {
+            // The head is summarized from the messages as they were, not from pointers.
+            let original = work.clone();
+            if config.strategy != Strategy::Summarize {
+                self.evict_to(&mut work, config, target, &mut report, &mut steps);
+            }
+            if config.strategy != Strategy::Evict && count_conversation(counter, &work) > target {
+                match self.plan_for(&work, config, target) {
+                    Ok(plan) => {
+                        let head = original_head(&original, &work, &plan);
+                        let summary = self.summarize(&head, &plan, config, &mut report).await;
+                        report.summary_tokens = counter.count_text(&summary);
+                        report.turns_folded =
+                            head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
+                        report.messages_folded = head.len();
+                        work = assemble(&work, Some(&summary), &plan.pinned, plan.tail(&work));
+                        steps.push("summarize");
+                    }
+                    Err(reason) => {
+                        report.notes.push(format!("no summary: {reason}"));
+                        if config.strategy == Strategy::Summarize {
+                            report.fallbacks.push(Fallback {
+                                from: "summarize".into(),
+                                to: "evict".into(),
+                                reason: reason.to_string(),
+                            });
+                            self.evict_to(&mut work, config, target, &mut report, &mut steps);
+                        }
+                    }
+                }
+            }
+            if count_conversation(counter, &work) > target {
+                self.clip_to(&mut work, config, target, &mut report, &mut steps);
+            }
+        }
+        report.strategy_used = if steps.is_empty() { "none".into() } else { steps.join("+") };
+        report.tokens_after = count_conversation(counter, &work);
+        if report.tokens_after > target && report.tokens_before > target {
+            report.notes.push(format!(
+                "the result holds {} tokens, over the target of {target}: the system prompt, tools and newest messages alone are too big",
+                report.tokens_after
+            ));
+        }
+        let problems = validate(&work);
+        if !problems.is_empty() {
+            return Err(CompactError::Invalid(problems));
+        }
+        report.valid = true;
+        report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(Compacted { conversation: work, report })
+    }
+
+    fn evict_to(
+        &self,
+        work: &mut Conversation,
+        config: &CompactConfig,
+        target: u64,
+        report: &mut CompactionReport,
+        steps: &mut Vec<&str>,
+    ) {
+        let evict_config = EvictConfig { target_tokens: Some(target), ..config.evict.clone() };
+        let evicted = evict(work, &evict_config, self.counter);
+        if let Some(skipped) = evicted.skipped {
+            report.notes.push(format!("no eviction: {skipped}"));
+        }
+        if evicted.offloaded > 0 {
+            report.offloaded += evicted.offloaded;
+            report.items.extend(evicted.items);
+            steps.push("evict");
+        }
+    }
+
+    /// Plans a cut whose tail leaves room for the system prompt, tools and the summary.
+    fn plan_for(
+        &self,
+        work: &Conversation,
+        config: &CompactConfig,
+        target: u64,
+    ) -> Result<Plan, contextfold_core::plan::NoCut> {
+        let fixed = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
+            + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools))
+            + config.summary_tokens;
+        let room = target.saturating_sub(fixed);
+        let pinned = match (config.plan.pin_first, work.messages.first()) {
+            (contextfold_core::plan::PinFirst::Pinned, Some(first)) if first.is_authored() => {
+                contextfold_core::tokens::count_message(self.counter, first)
+            }
+            _ => 0,
+        };
+        let tail_room = room.saturating_sub(pinned.min(room / 2));
+        let plan_config = PlanConfig {
+            max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
+            ..config.plan.clone()
+        };
+        plan(work, &plan_config, self.counter)
+    }
+
+    /// The summary of `head`, from the cache, the summarizer, or the extractive fallback.
+    async fn summarize(
+        &self,
+        head: &[Message],
+        plan: &Plan,
+        config: &CompactConfig,
+        report: &mut CompactionReport,
+    ) -> String {
+        let previous = plan.previous_summary.as_deref();
+        let id = self.summarizer.id();
+        let key = cache_key(head, previous, &config.instructions, &id);
+        if let Some(text) = self.cache.get(&key) {
+            report.cache_hit = true;
+            report.summarizer = Some(id);
+            return text;
+        }
+        let mut request = SummaryRequest {
+            head: head.to_vec(),
+            transcript: String::new(),
+            previous: previous.map(str::to_string),
+            instructions: config.instructions.clone(),
+            max_summary_tokens: config.summary_tokens,
+            first_request_pinned: !plan.pinned.is_empty(),
+        };
+        let text = if self.summarizer.is_llm() {
+            match self.summarize_llm(&mut request, config, report).await {
+                Ok(text) => {
+                    report.summarizer = Some(id);
+                    text
+                }
+                Err(reason) => {
+                    report.fallbacks.push(Fallback { from: id, to: self.fallback.id(), reason });
+                    report.summarizer = Some(self.fallback.id());
+                    request.previous = previous.map(str::to_string);
+                    let text = self.fallback.summarize_now(&request).text;
+                    // The fallback's summary is cached under its own id, not the LLM's.
+                    self.cache.put(&cache_key(head, previous, &config.instructions, &self.fallback.id()), &text);
+                    return text;
+                }
+            }
+        } else {
+            report.summarizer = Some(id);
+            report.summarizer_calls += 1;
+            let summary = self.summarizer.summarize(&request).await;
+            match summary {
+                Ok(summary) => summary.text,
+                Err(err) => {
+                    report.fallbacks.push(Fallback {
+                        from: self.summarizer.id(),
+                        to: self.fallback.id(),
+                        reason: err.to_string(),
+                    });
+                    self.fallback.summarize_now(&request).text
+                }
+            }
+        };
+        self.cache.put(&key, &text);
+        text
+    }
+
+    /// Summarizes with the LLM in at most `max_chunks` calls, then checks the artifacts.
+    async fn summarize_llm(
+        &self,
+        request: &mut SummaryRequest,
+        config: &CompactConfig,
+        report: &mut CompactionReport,
+    ) -> Result<String, String> {
+        let chunks =
+            render_chunks_at_most(&request.head, self.summarizer.input_budget(), config.max_chunks, self.counter);
+        if chunks.len() > 1 {
+            report.notes.push(format!("the head was summarized in {} chunks", chunks.len()));
+        }
+        let mut text = request.previous.clone();
+        for chunk in chunks {
+            request.transcript = chunk;
+            request.previous = text.clone();
+            report.summarizer_calls += 1;
+            let summary = self.summarizer.summarize(request).await.map_err(|err| err.to_string())?;
+            report.summarizer_usage += summary.usage;
+            if summary.text.trim().is_empty() {
+                return Err("the summarizer returned an empty summary".into());
+            }
+            text = Some(summary.text);
+        }
+        let text = text.unwrap_or_default();
+        let required = required_facts(&extract(&request.head, config.evict.preset));
+        let missing = missing_facts(&text, &required);
+        report.missing_facts = missing.len();
+        Ok(preserve(&text, &missing))
+    }
+
+    /// Clips tool outputs, harder each round, until the conversation fits or clipping can do
+    /// no more; a bounded number of rounds.
+    fn clip_to(
+        &self,
+        work: &mut Conversation,
+        config: &CompactConfig,
+        target: u64,
+        report: &mut CompactionReport,
+        steps: &mut Vec<&str>,
+    ) {
+        let Some(mut limit) = config.max_tool_output.tokens(target) else {
+            return;
+        };
+        let mut clipped_any = false;
+        loop {
+            let clip_config = ClipConfig { preset: config.evict.preset, ..ClipConfig::new(limit) };
+            let clipped = clip(work, &clip_config, self.counter);
+            clipped_any |= !clipped.is_empty();
+            for item in clipped {
+                // A payload clipped twice is reported once, with its first size.
+                match report.clipped.iter_mut().find(|old| (old.message, old.block) == (item.message, item.block)) {
+                    Some(old) => old.tokens_after = item.tokens_after,
+                    None => report.clipped.push(item),
+                }
+            }
+            if count_conversation(self.counter, work) <= target || limit <= MIN_CLIP_TOKENS {
+                break;
+            }
+            limit = (limit / 2).max(MIN_CLIP_TOKENS);
+        }
+        if clipped_any {
+            report.fallbacks.push(Fallback {
+                from: steps.last().copied().unwrap_or("none").to_string(),
+                to: "clip".into(),
+                reason: "still over the target; the largest tool outputs were clipped from the middle".into(),
+            });
+            steps.push("clip");
+        }
+    }
+}
+
+/// The head of `plan` with the original (un-evicted) payloads: eviction keeps every block in
+/// place, so the same indices name the same messages.
+fn original_head(original: &Conversation, work: &Conversation, plan: &Plan) -> Vec<Message> {
+    let cut = plan.cut.index;
+    let from_original = |range: std::ops::Range<usize>| original.messages.get(range).unwrap_or(&[]).to_vec();
+    if original.messages.len() != work.messages.len() {
+        return plan.head.clone();
+    }
+    match cut.checked_sub(plan.head.len()) {
+        Some(0) => from_original(0..cut),
+        Some(1) => from_original(1..cut),
+        // The rest of an old summary message comes first, then messages 1.. of the head.
+        _ => {
+            let mut head = vec![plan.head[0].clone()];
+            head.extend(from_original(1..cut));
+            head
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Compaction events: what happened, delivered to an observer and as `tracing` events.
+
+use crate::compactor::{CompactionReport, Fallback};
+use crate::summarize::Usage;
+use serde::Serialize;
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The policy decided.
+    Auto,
+    /// The caller asked.
+    Manual,
+    /// The next request would not have fit the window.
+    Overflow,
+}
+
+/// One compaction, as reported to observers. Serialized, it is the event's wire format.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactionEvent {
+    /// What started it.
+    pub trigger: Trigger,
+    /// What was done (`evict`, `summarize`, `evict+summarize+clip`, …).
+    pub strategy: String,
+    /// Tokens of the history before.
+    pub tokens_before: u64,
+    /// Tokens after.
+    pub tokens_after: u64,
+    /// Tokens of the summary.
+    pub summary_tokens: u64,
+    /// User turns folded into the summary.
+    pub turns_folded: usize,
+    /// Messages folded into the summary.
+    pub messages_folded: usize,
+    /// Tool payloads evicted.
+    pub offloaded: usize,
+    /// Repairs made to the input.
+    pub fixes: usize,
+    /// Whether the summary came from the cache.
+    pub cache_hit: bool,
+    /// Steps that fell back.
+    pub fallbacks: Vec<Fallback>,
+    /// Tokens the summarizer used.
+    pub summarizer_usage: Usage,
+    /// Wall time in milliseconds.
+    pub duration_ms: f64,
+}
+
+impl CompactionEvent {
+    /// The event for `report`.
+    pub fn new(trigger: Trigger, report: &CompactionReport) -> CompactionEvent {
+        CompactionEvent {
+            trigger,
+            strategy: report.strategy_used.clone(),
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            summary_tokens: report.summary_tokens,
+            turns_folded: report.turns_folded,
+            messages_folded: report.messages_folded,
+            offloaded: report.offloaded,
+            fixes: report.fixes.len(),
+            cache_hit: report.cache_hit,
+            fallbacks: report.fallbacks.clone(),
+            summarizer_usage: report.summarizer_usage,
+            duration_ms: report.duration_ms,
+        }
+    }
+
+    /// Emits the event as a `tracing` event at info level.
+    pub fn trace(&self) {
+        tracing::info!(
+            trigger = ?self.trigger,
+            strategy = %self.strategy,
+            tokens_before = self.tokens_before,
+            tokens_after = self.tokens_after,
+            summary_tokens = self.summary_tokens,
+            offloaded = self.offloaded,
+            cache_hit = self.cache_hit,
+            fallbacks = self.fallbacks.len(),
+            duration_ms = self.duration_ms,
+            "contextfold compaction"
+        );
+    }
+}

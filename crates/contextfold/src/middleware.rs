@@ -1,0 +1,295 @@
+//! The middleware: runs before each LLM call and decides what to send.
+//!
+//! [`CompactionMiddleware::prepare`] never touches the caller's history (invariant 4): it
+//! keeps its own working copy, which it extends with the messages appended since the last
+//! call. Its decisions are stable across calls, the way a real agent's context is: what was
+//! evicted stays evicted and a summary stays until the next compaction, so the request
+//! prefix (and the provider's prompt cache) is unchanged between compactions. Token counts
+//! are memoised per message, so a call that does not compact costs the new messages only.
+
+use crate::compactor::{CompactConfig, Compactor, Target};
+use crate::event::{CompactionEvent, Trigger};
+use crate::policy::{default_policy, Decision, Policy, PolicyInput};
+use contextfold_core::clip::{clip, ClipConfig};
+use contextfold_core::hash::{canonical_json, fnv1a64};
+use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
+use contextfold_core::{Conversation, Message, Role, System};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+/// Where the middleware works.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MiddlewareConfig {
+    /// The model's context window.
+    pub window: u64,
+    /// Tokens kept free for the answer.
+    pub output_reserve: u64,
+    /// How to compact when the policy says so (its target defaults to half the usable window).
+    pub compact: CompactConfig,
+    /// The system prompt sent with every request (counted, never changed).
+    pub system: Option<System>,
+    /// The tool definitions sent with every request (counted, never changed).
+    pub tools: Option<Vec<Value>>,
+    /// Clip tool outputs over this many tokens as they enter the history, so a huge output
+    /// never enters it whole. Off by default.
+    pub clip_on_ingest: Option<u64>,
+}
+
+impl MiddlewareConfig {
+    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at half
+    /// of the usable window.
+    pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
+        MiddlewareConfig {
+            window,
+            output_reserve,
+            compact: CompactConfig {
+                target: Target::Window { window, reserve: output_reserve, fraction: 0.5 },
+                ..CompactConfig::default()
+            },
+            system: None,
+            tools: None,
+            clip_on_ingest: None,
+        }
+    }
+}
+
+/// What to send, and what happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The messages to send: the (possibly compacted) history, then the pending input.
+    pub messages: Vec<Message>,
+    /// The compaction, if one ran.
+    pub event: Option<CompactionEvent>,
+    /// Estimated tokens of the request (calibrated by reported usage).
+    pub request_tokens: u64,
+    /// Why no compaction ran, when the policy was asked and declined.
+    pub skipped: Option<String>,
+}
+
+/// An observer of compaction events.
+pub type Observer = Arc<dyn Fn(&CompactionEvent) + Send + Sync>;
+
+/// The working state kept between calls.
+struct State {
+    /// How many messages of the caller's history the working copy covers.
+    source_len: usize,
+    /// The fingerprint of the last covered message, to see the history only grew.
+    source_last: u64,
+    /// The working copy: the history as it is sent (compacted, evicted, clipped).
+    working: Vec<Message>,
+    ledger: TokenLedger<'static>,
+    turns_since: usize,
+    tokens_at_compaction: u64,
+    consecutive: usize,
+    /// Provider-reported input tokens over our estimate, smoothed.
+    calibration: f64,
+    last_estimate: u64,
+}
+
+/// Compacts the history before each LLM call, under a policy.
+pub struct CompactionMiddleware {
+    compactor: Compactor,
+    config: MiddlewareConfig,
+    policy: Arc<dyn Policy>,
+    observer: Option<Observer>,
+    fixed_tokens: u64,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for CompactionMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionMiddleware")
+            .field("compactor", &self.compactor)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+fn fingerprint(message: &Message) -> u64 {
+    fnv1a64(canonical_json(&message.to_value()).as_bytes())
+}
+
+impl CompactionMiddleware {
+    /// A middleware compacting with `compactor` under the default policy (80% of the usable
+    /// window, rate-limited).
+    pub fn new(compactor: Compactor, config: MiddlewareConfig) -> CompactionMiddleware {
+        let counter = compactor.counter();
+        let fixed_tokens = config.system.as_ref().map_or(0, |system| count_system(counter, system))
+            + config.tools.as_deref().map_or(0, |tools| count_tools(counter, tools));
+        CompactionMiddleware {
+            compactor,
+            config,
+            policy: Arc::new(default_policy()),
+            observer: None,
+            fixed_tokens,
+            state: Mutex::new(State {
+                source_len: 0,
+                source_last: 0,
+                working: Vec::new(),
+                ledger: TokenLedger::new(counter),
+                turns_since: 0,
+                tokens_at_compaction: 0,
+                consecutive: 0,
+                calibration: 1.0,
+                last_estimate: 0,
+            }),
+        }
+    }
+
+    /// Decides with `policy` instead.
+    pub fn with_policy(mut self, policy: Arc<dyn Policy>) -> CompactionMiddleware {
+        self.policy = policy;
+        self
+    }
+
+    /// Delivers every compaction event to `observer` (events also go to `tracing`).
+    pub fn with_observer(mut self, observer: Observer) -> CompactionMiddleware {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Corrects the estimate with the provider's count of the last request's input tokens.
+    pub fn observe_usage(&self, input_tokens: u64) {
+        let mut state = self.lock();
+        if state.last_estimate > 0 && input_tokens > 0 {
+            let ratio = (input_tokens as f64 / state.last_estimate as f64).clamp(0.5, 2.0);
+            state.calibration = 0.5 * state.calibration + 0.5 * ratio;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Brings the working copy up to date with `history`: appends what is new, or starts
+    /// over when the history was rewritten.
+    fn sync(&self, state: &mut State, history: &[Message]) {
+        let extends = state.source_len > 0
+            && history.len() >= state.source_len
+            && fingerprint(&history[state.source_len - 1]) == state.source_last;
+        let new = if extends {
+            &history[state.source_len..]
+        } else {
+            state.working.clear();
+            state.turns_since = 0;
+            history
+        };
+        let mut added: Vec<Message> = new.to_vec();
+        if let Some(limit) = self.config.clip_on_ingest {
+            let mut incoming = Conversation { messages: std::mem::take(&mut added), ..Conversation::default() };
+            clip(&mut incoming, &ClipConfig::new(limit), self.compactor.counter());
+            added = incoming.messages;
+        }
+        state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
+        state.working.extend(added);
+        state.source_len = history.len();
+        state.source_last = history.last().map_or(0, fingerprint);
+        if extends {
+            state.ledger.sync(&state.working);
+        } else {
+            state.ledger.resync(&state.working);
+        }
+    }
+
+    /// Prepares the request for the next call: `history` (the caller's, untouched) plus
+    /// `pending` (the new input), compacted first when the policy says so or the request
+    /// would overflow the window.
+    pub async fn prepare(&self, history: &[Message], pending: &[Message]) -> Prepared {
+        let counter = self.compactor.counter();
+        let pending_tokens = count_messages(counter, pending);
+        let (input, working) = {
+            let mut state = self.lock();
+            self.sync(&mut state, history);
+            let estimate = self.fixed_tokens + state.ledger.total() + pending_tokens;
+            state.last_estimate = estimate;
+            let input = PolicyInput {
+                request_tokens: (estimate as f64 * state.calibration) as u64,
+                usable_window: self.config.window.saturating_sub(self.config.output_reserve),
+                turns_since: state.turns_since,
+                tokens_since: state.ledger.total().saturating_sub(state.tokens_at_compaction),
+                consecutive: state.consecutive,
+            };
+            (input, state.working.clone())
+        };
+        let overflow = input.request_tokens > input.usable_window;
+        let trigger = match self.policy.decide(&input).await {
+            Decision::Compact => Trigger::Auto,
+            Decision::Skip(_) if overflow && !self.policy.is_off() => Trigger::Overflow,
+            Decision::Skip(reason) => {
+                self.lock().consecutive = 0;
+                return Prepared {
+                    messages: with_pending(working, pending),
+                    event: None,
+                    request_tokens: input.request_tokens,
+                    skipped: Some(reason),
+                };
+            }
+        };
+        let (messages, event) = self.compact_working(working, trigger, pending_tokens).await;
+        let request_tokens = self.fixed_tokens + count_messages(counter, &messages) + pending_tokens;
+        Prepared { messages: with_pending(messages, pending), event, request_tokens, skipped: None }
+    }
+
+    /// Compacts now, whatever the policy says (a user's `/compact`), and returns the
+    /// messages that will be sent from now on.
+    pub async fn compact_now(&self, history: &[Message]) -> (Vec<Message>, Option<CompactionEvent>) {
+        let working = {
+            let mut state = self.lock();
+            self.sync(&mut state, history);
+            state.working.clone()
+        };
+        self.compact_working(working, Trigger::Manual, 0).await
+    }
+
+    async fn compact_working(
+        &self,
+        working: Vec<Message>,
+        trigger: Trigger,
+        pending_tokens: u64,
+    ) -> (Vec<Message>, Option<CompactionEvent>) {
+        let conversation = Conversation {
+            system: self.config.system.clone(),
+            messages: working,
+            tools: self.config.tools.clone(),
+            extra: Default::default(),
+        };
+        let mut config = self.config.compact.clone();
+        if trigger == Trigger::Overflow {
+            // The request must fit with the pending input: aim below the usable window.
+            let usable = self.config.window.saturating_sub(self.config.output_reserve);
+            let cap = usable.saturating_sub(pending_tokens);
+            config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
+        }
+        match self.compactor.compact(&conversation, &config).await {
+            Ok(compacted) => {
+                let event = CompactionEvent::new(trigger, &compacted.report);
+                event.trace();
+                if let Some(observer) = &self.observer {
+                    observer(&event);
+                }
+                let mut guard = self.lock();
+                let state = &mut *guard;
+                state.working = compacted.conversation.messages;
+                state.ledger.resync(&state.working);
+                state.tokens_at_compaction = state.ledger.total();
+                state.turns_since = 0;
+                state.consecutive += 1;
+                (state.working.clone(), Some(event))
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "contextfold compaction failed; sending the history as it is");
+                (conversation.messages, None)
+            }
+        }
+    }
+
+    /// Tokens of one message by this middleware's counter.
+    pub fn count(&self, message: &Message) -> u64 {
+        count_message(self.compactor.counter(), message)
+    }
+}
+
+fn with_pending(mut messages: Vec<Message>, pending: &[Message]) -> Vec<Message> {
+    messages.extend_from_slice(pending);
+    messages
+}

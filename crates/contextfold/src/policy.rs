@@ -1,0 +1,234 @@
+//! Policies: whether to compact before this call. They decide; the middleware acts.
+//!
+//! Policies compose with [`All`]: compact only when every policy agrees. [`Threshold`]
+//! says when the next request is big enough, [`RateLimit`] keeps compactions apart and
+//! stops loops, [`Confirm`] asks the caller, [`Off`] is a real off switch (even an
+//! overflowing request is then sent as it is).
+
+use crate::summarize::BoxFuture;
+use std::sync::Arc;
+
+/// What a policy sees before a call.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PolicyInput {
+    /// Estimated tokens of the next request (history, pending input), calibrated.
+    pub request_tokens: u64,
+    /// The window less the output reserve.
+    pub usable_window: u64,
+    /// User turns since the last compaction.
+    pub turns_since: usize,
+    /// Tokens the history grew by since the last compaction.
+    pub tokens_since: u64,
+    /// Compactions on consecutive calls, just before this one.
+    pub consecutive: usize,
+}
+
+/// A policy's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Compact.
+    Compact,
+    /// Do not, and why.
+    Skip(String),
+}
+
+/// Decides whether to compact before a call.
+pub trait Policy: Send + Sync {
+    /// The decision for `input`.
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision>;
+
+    /// Whether this policy turns compaction off altogether, overflow included.
+    fn is_off(&self) -> bool {
+        false
+    }
+}
+
+/// When the next request is big enough to compact. All forms are relative to the usable
+/// window (the window less the output reserve).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    /// Never by size (overflow still compacts).
+    Off,
+    /// At this many tokens.
+    Absolute(u64),
+    /// At this fraction of the usable window (0.0–1.0).
+    Fraction(f64),
+    /// When at most this many usable tokens remain.
+    Remaining(u64),
+}
+
+impl Threshold {
+    /// Whether `input` crosses the threshold.
+    pub fn crossed(&self, input: &PolicyInput) -> bool {
+        match *self {
+            Threshold::Off => false,
+            Threshold::Absolute(tokens) => input.request_tokens >= tokens,
+            Threshold::Fraction(fraction) => input.request_tokens as f64 >= fraction * input.usable_window as f64,
+            Threshold::Remaining(tokens) => input.usable_window.saturating_sub(input.request_tokens) <= tokens,
+        }
+    }
+}
+
+impl Policy for Threshold {
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        let decision = if self.crossed(input) {
+            Decision::Compact
+        } else {
+            Decision::Skip(format!("{} tokens are under the threshold ({self:?})", input.request_tokens))
+        };
+        Box::pin(async move { decision })
+    }
+}
+
+/// Keeps compactions apart: at least `min_turns` user turns or `min_tokens` of growth
+/// between two, and at most `max_consecutive` on consecutive calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// User turns required since the last compaction.
+    pub min_turns: usize,
+    /// Or tokens of growth required since the last compaction.
+    pub min_tokens: u64,
+    /// Compactions allowed on consecutive calls.
+    pub max_consecutive: usize,
+}
+
+impl Default for RateLimit {
+    /// One turn or 2,000 tokens between compactions, two in a row at most.
+    fn default() -> Self {
+        RateLimit { min_turns: 1, min_tokens: 2_000, max_consecutive: 2 }
+    }
+}
+
+impl Policy for RateLimit {
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        let decision = if input.consecutive >= self.max_consecutive {
+            Decision::Skip(format!(
+                "{} compactions in a row; waiting for the conversation to move on",
+                input.consecutive
+            ))
+        } else if input.turns_since < self.min_turns && input.tokens_since < self.min_tokens {
+            Decision::Skip(format!(
+                "only {} turn(s) and {} tokens since the last compaction",
+                input.turns_since, input.tokens_since
+            ))
+        } else {
+            Decision::Compact
+        };
+        Box::pin(async move { decision })
+    }
+}
+
+/// An async callback that may veto a compaction.
+pub type ConfirmFn = Arc<dyn Fn(PolicyInput) -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Asks the caller (e.g. the user) before compacting.
+#[derive(Clone)]
+pub struct Confirm(pub ConfirmFn);
+
+impl std::fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Confirm(..)")
+    }
+}
+
+impl Policy for Confirm {
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        let asked = (self.0)(*input);
+        Box::pin(async move {
+            if asked.await {
+                Decision::Compact
+            } else {
+                Decision::Skip("the confirmation callback declined".into())
+            }
+        })
+    }
+}
+
+/// Never compacts, not even on overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Off;
+
+impl Policy for Off {
+    fn decide<'a>(&'a self, _input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        Box::pin(async { Decision::Skip("compaction is off".into()) })
+    }
+
+    fn is_off(&self) -> bool {
+        true
+    }
+}
+
+/// Compacts only when every policy agrees; the first that declines gives the reason.
+#[derive(Clone)]
+pub struct All(pub Vec<Arc<dyn Policy>>);
+
+impl std::fmt::Debug for All {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "All({} policies)", self.0.len())
+    }
+}
+
+impl Policy for All {
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            for policy in &self.0 {
+                if let Decision::Skip(reason) = policy.decide(input).await {
+                    return Decision::Skip(reason);
+                }
+            }
+            Decision::Compact
+        })
+    }
+
+    fn is_off(&self) -> bool {
+        self.0.iter().any(|policy| policy.is_off())
+    }
+}
+
+/// The default policy: compact at 80% of the usable window, rate-limited.
+pub fn default_policy() -> All {
+    All(vec![Arc::new(Threshold::Fraction(0.8)), Arc::new(RateLimit::default())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(request_tokens: u64) -> PolicyInput {
+        PolicyInput { request_tokens, usable_window: 1_000, turns_since: 5, tokens_since: 5_000, consecutive: 0 }
+    }
+
+    fn decide(policy: &dyn Policy, input: PolicyInput) -> Decision {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(policy.decide(&input))
+    }
+
+    #[test]
+    fn thresholds() {
+        assert!(Threshold::Absolute(500).crossed(&input(500)));
+        assert!(!Threshold::Absolute(500).crossed(&input(499)));
+        assert!(Threshold::Fraction(0.8).crossed(&input(800)));
+        assert!(!Threshold::Fraction(0.8).crossed(&input(799)));
+        assert!(Threshold::Remaining(100).crossed(&input(900)));
+        assert!(!Threshold::Remaining(100).crossed(&input(899)));
+        assert!(!Threshold::Off.crossed(&input(10_000)));
+    }
+
+    #[test]
+    fn rate_limit_and_composition() {
+        let limit = RateLimit::default();
+        assert_eq!(decide(&limit, input(900)), Decision::Compact);
+        let looping = PolicyInput { consecutive: 2, ..input(900) };
+        assert!(matches!(decide(&limit, looping), Decision::Skip(_)));
+        let too_soon = PolicyInput { turns_since: 0, tokens_since: 10, ..input(900) };
+        assert!(matches!(decide(&limit, too_soon), Decision::Skip(_)));
+
+        let policy = default_policy();
+        assert_eq!(decide(&policy, input(900)), Decision::Compact);
+        assert!(matches!(decide(&policy, input(100)), Decision::Skip(_)));
+        let veto =
+            All(vec![Arc::new(Threshold::Absolute(0)), Arc::new(Confirm(Arc::new(|_| Box::pin(async { false }))))]);
+        assert_eq!(decide(&veto, input(900)), Decision::Skip("the confirmation callback declined".into()));
+        assert!(All(vec![Arc::new(Off)]).is_off());
+        assert!(!policy.is_off());
+    }
+}

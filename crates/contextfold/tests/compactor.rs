@@ -1,0 +1,357 @@
+//! The compactor and the middleware, driven by scripted summarizers: no network.
+
+use contextfold::compactor::{ClipLimit, CompactConfig, Compactor, Strategy, Target};
+use contextfold::core::summary::{is_summary_message, split_summary};
+use contextfold::core::tokens::{count_conversation, Tokenizer};
+use contextfold::core::{validate, Conversation, Message, Role};
+use contextfold::event::{CompactionEvent, Trigger};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::policy::{All, Off, RateLimit, Threshold};
+use contextfold::summarize::{BoxFuture, SummarizeError, Summarizer, Summary, SummaryRequest, Usage};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+/// A summarizer that answers from a script and records what it was asked.
+#[derive(Default)]
+struct Scripted {
+    answers: Mutex<VecDeque<Result<String, u16>>>,
+    requests: Mutex<Vec<SummaryRequest>>,
+    budget: u64,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Result<&str, u16>>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            answers: Mutex::new(answers.into_iter().map(|answer| answer.map(str::to_string)).collect()),
+            requests: Mutex::new(Vec::new()),
+            budget: 100_000,
+        })
+    }
+
+    fn calls(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+impl Summarizer for Scripted {
+    fn id(&self) -> String {
+        "scripted/v1".into()
+    }
+
+    fn input_budget(&self) -> u64 {
+        self.budget
+    }
+
+    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<Summary, SummarizeError>> {
+        self.requests.lock().unwrap().push(request.clone());
+        let answer = self.answers.lock().unwrap().pop_front().unwrap_or(Err(500));
+        Box::pin(async move {
+            match answer {
+                Ok(text) => Ok(Summary { text, usage: Usage { input_tokens: 100, output_tokens: 10 } }),
+                Err(status) => {
+                    Err(SummarizeError::Status { provider: "Scripted", status, message: "scripted failure".into() })
+                }
+            }
+        })
+    }
+}
+
+/// A coding session: `turns` user turns, each with `cycles` tool calls of `lines` output lines.
+fn session(turns: usize, cycles: usize, lines: usize) -> Conversation {
+    let mut messages = Vec::new();
+    let mut id = 0;
+    for turn in 0..turns {
+        messages.push(json!({"role": "user", "content": format!("Request {turn}: please fix module {turn}, and don't touch the public API.")}));
+        for cycle in 0..cycles {
+            id += 1;
+            let output: String = (0..lines)
+                .map(|line| {
+                    format!("module{turn}/file{cycle}.py:{line}: def function_{line}(arg): return arg * {line}\n")
+                })
+                .collect();
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "text", "text": format!("Reading file {cycle} of module {turn}.")},
+                {"type": "tool_use", "id": format!("t{id}"), "name": "Read", "input": {"file_path": format!("module{turn}/file{cycle}.py")}}
+            ]}));
+            messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{id}"), "content": output}]}));
+        }
+        id += 1;
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": format!("t{id}"), "name": "Edit", "input": {"file_path": format!("module{turn}/file0.py"), "old_string": "a", "new_string": "b"}}
+        ]}));
+        messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{id}"), "content": "ok"}]}));
+        messages
+            .push(json!({"role": "assistant", "content": format!("Fixed module {turn}. Next I will run the tests.")}));
+    }
+    Conversation::from_value(json!({"system": "You are a coding agent.", "model": "m", "messages": messages})).unwrap()
+}
+
+fn tokens(conversation: &Conversation) -> u64 {
+    count_conversation(Tokenizer::Estimate.counter(), conversation)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn auto_evicts_first_and_summarizes_only_when_needed() {
+    let conversation = session(4, 6, 40);
+    let before = tokens(&conversation);
+    let compactor = Compactor::default();
+    // A mild target: eviction alone reaches it.
+    let mild = CompactConfig { target: Target::Budget(before * 7 / 10), ..CompactConfig::default() };
+    let out = runtime().block_on(compactor.compact(&conversation, &mild)).unwrap();
+    assert_eq!(out.report.strategy_used, "evict");
+    assert!(out.report.tokens_after <= before * 7 / 10);
+    assert_eq!(out.report.summarizer_calls, 0);
+    assert!(validate(&out.conversation).is_empty());
+    // A tight target: eviction is not enough, the head is summarized.
+    let tight = CompactConfig { target: Target::Budget(2_000), ..CompactConfig::default() };
+    let out = runtime().block_on(compactor.compact(&conversation, &tight)).unwrap();
+    assert!(out.report.strategy_used.contains("summarize"), "{}", out.report.strategy_used);
+    assert!(out.report.tokens_after <= 2_000, "{}", out.report.tokens_after);
+    assert!(out.report.valid && validate(&out.conversation).is_empty());
+    assert_eq!(out.conversation.system, conversation.system, "system prompt verbatim");
+    assert_eq!(out.conversation.extra["model"], "m");
+    let summary = split_summary(&out.conversation.messages[0]).expect("a summary message first");
+    let pinned: Vec<&str> = summary.pinned.iter().filter_map(|block| block.as_text()).collect();
+    assert_eq!(
+        pinned,
+        ["Request 0: please fix module 0, and don't touch the public API."],
+        "the first request is pinned"
+    );
+    assert!(
+        summary.summary.contains("Request 1: please fix module 1"),
+        "later requests are summarized: {}",
+        summary.summary
+    );
+    assert!(!summary.summary.contains("First request:"), "the pinned request is not relabelled");
+    assert!(summary.summary.contains("module0/file0.py"), "files changed survive");
+    // The caller's conversation is untouched.
+    assert_eq!(tokens(&conversation), before);
+}
+
+#[test]
+fn a_conversation_within_target_is_left_alone() {
+    let conversation = session(1, 1, 3);
+    let config = CompactConfig { target: Target::Budget(1_000_000), ..CompactConfig::default() };
+    let out = runtime().block_on(Compactor::default().compact(&conversation, &config)).unwrap();
+    assert_eq!(out.report.strategy_used, "none");
+    assert_eq!(out.conversation, conversation);
+}
+
+#[test]
+fn llm_summary_is_checked_and_falls_back_to_extractive() {
+    let conversation = session(3, 4, 30);
+    let config =
+        CompactConfig { target: Target::Budget(1_500), strategy: Strategy::Summarize, ..CompactConfig::default() };
+
+    // An LLM summary that forgets the changed files gets them appended.
+    let scripted = Scripted::new(vec![Ok("## Objective and user requests\n- fix modules")]);
+    let compactor = Compactor::new(scripted.clone());
+    let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+    assert_eq!(scripted.calls(), 1);
+    assert!(out.report.missing_facts > 0);
+    let summary = split_summary(&out.conversation.messages[0]).unwrap().summary;
+    assert!(summary.contains("## Preserved facts"));
+    assert!(summary.contains("module0/file0.py"));
+    let request = scripted.requests.lock().unwrap()[0].clone();
+    assert!(request.transcript.contains("<tool_output>"), "the transcript fences tool output");
+    assert_eq!(out.report.summarizer_usage, Usage { input_tokens: 100, output_tokens: 10 });
+
+    // A second compaction of the same prefix costs no call.
+    let again = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+    assert!(again.report.cache_hit);
+    assert_eq!(scripted.calls(), 1);
+    assert_eq!(again.conversation, out.conversation);
+
+    // A failing LLM falls back to the extractive summary, recorded with its reason.
+    let failing = Scripted::new(vec![Err(529)]);
+    let out = runtime().block_on(Compactor::new(failing.clone()).compact(&conversation, &config)).unwrap();
+    assert_eq!(out.report.fallbacks.len(), 1, "{:?}", out.report.fallbacks);
+    assert_eq!(out.report.fallbacks[0].from, "scripted/v1");
+    assert_eq!(out.report.fallbacks[0].to, "extractive/v1");
+    assert!(out.report.fallbacks[0].reason.contains("529"));
+    assert!(validate(&out.conversation).is_empty());
+    assert!(split_summary(&out.conversation.messages[0]).unwrap().summary.contains("## Objective and user requests"));
+}
+
+#[test]
+fn heads_too_big_for_one_request_go_in_a_bounded_number_of_chunks() {
+    let conversation = session(6, 6, 60);
+    let scripted = Arc::new(Scripted {
+        answers: Mutex::new((0..20).map(|i| Ok(format!("summary after chunk {i}"))).collect()),
+        requests: Mutex::new(Vec::new()),
+        budget: 1_500,
+    });
+    let config = CompactConfig {
+        target: Target::Budget(2_500),
+        strategy: Strategy::Summarize,
+        max_chunks: 4,
+        ..CompactConfig::default()
+    };
+    let out = runtime().block_on(Compactor::new(scripted.clone()).compact(&conversation, &config)).unwrap();
+    let calls = scripted.calls();
+    assert!((2..=4).contains(&calls), "{calls} calls");
+    let requests = scripted.requests.lock().unwrap();
+    assert!(requests.iter().all(|request| Tokenizer::Estimate.counter().count_text(&request.transcript) <= 1_500));
+    // Each chunk updates the summary of the chunks before it.
+    assert_eq!(requests[1].previous.as_deref(), Some("summary after chunk 0"));
+    assert!(validate(&out.conversation).is_empty());
+}
+
+#[test]
+fn repeated_compaction_folds_the_previous_summary_in() {
+    let compactor = Compactor::default();
+    let config = CompactConfig { target: Target::Budget(2_000), ..CompactConfig::default() };
+    let first = runtime().block_on(compactor.compact(&session(3, 4, 30), &config)).unwrap().conversation;
+    let mut grown = first.clone();
+    grown.messages.extend(session(3, 4, 30).messages.into_iter().map(|mut message| {
+        // Fresh ids for the appended turns.
+        for block in &mut message.content {
+            if let contextfold::core::Block::ToolUse(tool_use) = block {
+                tool_use.id.push_str("_b");
+            }
+            if let contextfold::core::Block::ToolResult(result) = block {
+                result.tool_use_id.push_str("_b");
+            }
+        }
+        message
+    }));
+    // Two user messages in a row where the sessions join: repair merges them.
+    let second = runtime().block_on(compactor.compact(&grown, &config)).unwrap();
+    assert!(validate(&second.conversation).is_empty());
+    let summaries = second.conversation.messages.iter().filter(|message| is_summary_message(message)).count();
+    assert_eq!(summaries, 1, "one summary, not a summary of summaries");
+    let split = split_summary(&second.conversation.messages[0]).unwrap();
+    assert_eq!(split.pinned.len(), 1, "the first request stays pinned");
+    assert_eq!(split.summary.matches("First request:").count(), 0);
+    assert!(
+        split.summary.contains("Request 1: please fix module 1"),
+        "the old summary is folded in: {}",
+        split.summary
+    );
+}
+
+#[test]
+fn the_newest_huge_output_is_clipped_to_meet_the_budget() {
+    let mut conversation = session(1, 2, 10);
+    let huge: String = (0..50_000).map(|line| format!("diff line {line}\n")).collect();
+    let n = conversation.messages.len();
+    conversation.messages.push(Message::text(Role::User, "show me the diff"));
+    conversation.messages.push(Message::new(
+        Role::Assistant,
+        vec![contextfold::core::Block::ToolUse(contextfold::core::ToolUse {
+            id: "big".into(),
+            name: "Bash".into(),
+            input: json!({"command": "git diff"}),
+            extra: Default::default(),
+        })],
+    ));
+    conversation.messages.push(
+        Conversation::from_value(
+            json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "big", "content": huge}]}]),
+        )
+        .unwrap()
+        .messages
+        .remove(0),
+    );
+    assert_eq!(conversation.messages.len(), n + 3);
+    let config = CompactConfig { target: Target::Budget(8_000), ..CompactConfig::default() };
+    let out = runtime().block_on(Compactor::default().compact(&conversation, &config)).unwrap();
+    assert!(out.report.tokens_after <= 8_000, "{}", out.report.tokens_after);
+    assert_eq!(out.report.clipped.len(), 1);
+    assert_eq!(out.report.clipped[0].tool, "Bash");
+    assert!(out.report.strategy_used.ends_with("clip"));
+    assert!(validate(&out.conversation).is_empty());
+    let off = CompactConfig { max_tool_output: ClipLimit::Off, ..config };
+    let out = runtime().block_on(Compactor::default().compact(&conversation, &off)).unwrap();
+    assert!(out.report.tokens_after > 8_000, "without clipping the budget cannot be met");
+    assert!(out.report.notes.iter().any(|note| note.contains("over the target")));
+}
+
+fn grow(history: &mut Vec<Message>, turn: usize) {
+    let source = session(turn + 1, 3, 40);
+    let start = history.len();
+    history.extend(source.messages[start..].iter().cloned());
+}
+
+#[test]
+fn middleware_keeps_the_caller_history_and_stable_decisions() {
+    let events: Arc<Mutex<Vec<CompactionEvent>>> = Arc::default();
+    let seen = events.clone();
+    let mut config = MiddlewareConfig::new(6_000, 1_000);
+    config.system = session(1, 1, 1).system;
+    let middleware = CompactionMiddleware::new(Compactor::default(), config)
+        .with_observer(Arc::new(move |event: &CompactionEvent| seen.lock().unwrap().push(event.clone())));
+    let mut history: Vec<Message> = Vec::new();
+    let mut previous: Option<Vec<Message>> = None;
+    let mut compactions = 0;
+    for turn in 0..8 {
+        grow(&mut history, turn);
+        let snapshot = history.clone();
+        let prepared = runtime().block_on(middleware.prepare(&history, &[]));
+        assert_eq!(history, snapshot, "the caller's history is never changed");
+        let request = Conversation { messages: prepared.messages.clone(), ..Conversation::default() };
+        assert!(validate(&request).is_empty());
+        assert!(prepared.request_tokens <= 5_000 || prepared.event.is_none(), "{}", prepared.request_tokens);
+        match (&prepared.event, &previous) {
+            (None, Some(previous)) => {
+                // Without a compaction, the request extends the previous one unchanged.
+                assert_eq!(&prepared.messages[..previous.len()], previous.as_slice(), "turn {turn}");
+            }
+            (Some(event), _) => {
+                compactions += 1;
+                assert_ne!(event.trigger, Trigger::Manual);
+            }
+            _ => {}
+        }
+        previous = Some(prepared.messages);
+    }
+    assert!(compactions >= 1);
+    assert_eq!(events.lock().unwrap().len(), compactions);
+}
+
+#[test]
+fn overflow_compacts_even_when_the_policy_declines_unless_off() {
+    let history = session(4, 4, 40).messages;
+    let config = MiddlewareConfig::new(4_000, 500);
+    let never = Arc::new(All(vec![Arc::new(Threshold::Off), Arc::new(RateLimit::default())]));
+    let middleware = CompactionMiddleware::new(Compactor::default(), config.clone()).with_policy(never);
+    let prepared = runtime().block_on(middleware.prepare(&history, &[]));
+    assert_eq!(prepared.event.as_ref().map(|event| event.trigger), Some(Trigger::Overflow));
+    assert!(prepared.request_tokens <= 3_500, "{}", prepared.request_tokens);
+
+    let off = CompactionMiddleware::new(Compactor::default(), config).with_policy(Arc::new(Off));
+    let prepared = runtime().block_on(off.prepare(&history, &[]));
+    assert!(prepared.event.is_none(), "off means off");
+    assert_eq!(prepared.messages, history);
+}
+
+#[test]
+fn calibration_follows_reported_usage() {
+    let history = session(2, 2, 10).messages;
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(1_000_000, 1_000));
+    let first = runtime().block_on(middleware.prepare(&history, &[]));
+    middleware.observe_usage(first.request_tokens * 2);
+    let second = runtime().block_on(middleware.prepare(&history, &[]));
+    assert!(
+        second.request_tokens > first.request_tokens * 14 / 10,
+        "{} vs {}",
+        second.request_tokens,
+        first.request_tokens
+    );
+}
+
+#[test]
+fn pending_input_counts_toward_the_request() {
+    let history = session(1, 2, 10).messages;
+    let pending = [Message::text(Role::User, "x".repeat(4_000))];
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(1_000_000, 1_000));
+    let without = runtime().block_on(middleware.prepare(&history, &[])).request_tokens;
+    let with = runtime().block_on(middleware.prepare(&history, &pending));
+    assert!(with.request_tokens > without + 400);
+    assert_eq!(with.messages.last(), pending.last());
+}
