@@ -160,14 +160,14 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
                             command.outcome = outcome;
                         }
                     }
-                    let key = (tool_use.name.clone(), action.target.clone());
+                    let key = (tool_use.name.clone(), error_key(action));
                     match outcome {
                         Outcome::Failed(_) => {
                             open_errors.retain(|(tool, target, _)| (tool, target) != (&key.0, &key.1));
                             open_errors.push((key.0.clone(), key.1.clone(), facts.errors.len()));
                             facts.errors.push(ErrorSeen {
                                 tool: key.0,
-                                target: key.1,
+                                target: action.target.clone(),
                                 first_line: error_line(&result.text()),
                                 message: index,
                                 fixed: false,
@@ -199,6 +199,25 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
     facts
 }
 
+/// What identifies "the same step" when deciding whether a later success fixed an error:
+/// the target, except that shell commands match by the program they run (any test runner
+/// counts as the same), so `pytest tests/a.py` is fixed by a later passing `python -m pytest`.
+fn error_key(action: &Action) -> Option<String> {
+    if action.kind != ActionKind::Shell {
+        return action.target.clone();
+    }
+    let step = crate::tools::main_step(action.target.as_deref().unwrap_or(""));
+    let words: Vec<&str> = step.split('|').next().unwrap_or(step).split_whitespace().collect();
+    const TEST_RUNNERS: [&str; 9] =
+        ["pytest", "runtests", "tox", "jest", "vitest", "unittest", "nose", "rspec", "phpunit"];
+    let runs_tests = words.iter().any(|word| TEST_RUNNERS.iter().any(|runner| word.contains(runner)))
+        || matches!(words.as_slice(), [tool, "test", ..] if ["cargo", "go", "npm", "yarn", "pnpm", "make", "mvn", "gradle", "bin/test"].contains(tool));
+    if runs_tests {
+        return Some("tests".to_string());
+    }
+    words.first().map(|program| program.to_string())
+}
+
 fn command_text(tool_use: &ToolUse) -> String {
     match tool_use.input.get("command").or_else(|| tool_use.input.get("cmd")) {
         Some(Value::String(command)) => command.clone(),
@@ -225,7 +244,16 @@ fn what_changed(tool_use: &ToolUse, kind: ActionKind) -> String {
     let input = &tool_use.input;
     let text = |key: &str| input.get(key).and_then(Value::as_str);
     if let (Some(old), Some(new)) = (text("old_string").or(text("old_str")), text("new_string").or(text("new_str"))) {
-        return format!("replaced `{}` with `{}`", first_line(old, 60), first_line(new, 60));
+        // Show the first line that differs, not a shared first line.
+        let (old_lines, new_lines): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+        let same = old_lines.iter().zip(&new_lines).take_while(|(a, b)| a == b).count();
+        let old_line = old_lines.get(same).copied().unwrap_or("");
+        let new_line = new_lines.get(same).copied().unwrap_or("");
+        return match (old_line.trim().is_empty(), new_line.trim().is_empty()) {
+            (true, false) => format!("added `{}`", first_line(new_line, 80)),
+            (false, true) => format!("removed `{}`", first_line(old_line, 80)),
+            _ => format!("replaced `{}` with `{}`", first_line(old_line, 60), first_line(new_line, 60)),
+        };
     }
     if let Some(edits) = input.get("edits").and_then(Value::as_array) {
         return format!("{} edits", edits.len());
@@ -266,20 +294,35 @@ fn exit_code(text: &str) -> Option<i64> {
 /// The most telling line of an error output: the last line naming an error or failure,
 /// else the first non-empty line.
 pub fn error_line(text: &str) -> String {
-    const CUES: [&str; 7] = ["Error", "error:", "FAILED", "Exception", "failed", "fatal:", "panicked"];
-    let telling = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('<'))
-        .rfind(|line| CUES.iter().any(|cue| line.contains(cue)));
+    // Strongest cues first: an error's name beats a count of failures.
+    const CUES: [&[&str]; 3] =
+        [&["Error", "Exception", "panicked", "fatal:"], &["FAILED", "error:", "error["], &["failed", "No such file"]];
+    let lines: Vec<&str> =
+        text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('<')).collect();
+    let telling =
+        CUES.iter().find_map(|cues| lines.iter().rev().find(|line| cues.iter().any(|cue| line.contains(cue))).copied());
     match telling {
         Some(line) => clip_chars(line, 200),
         None => first_line(text, 200),
     }
 }
 
+/// The sentences of `text`: split after `.`, `!` or `?` followed by white space, and at
+/// line ends, so `0.16` and `Invoice.total()` stay whole.
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(['.', '!', '?', '\n']).map(str::trim).filter(|sentence| sentence.len() > 3)
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let next_is_space = chars.peek().is_none_or(|(_, next)| next.is_whitespace());
+        if c == '\n' || (matches!(c, '.' | '!' | '?') && next_is_space) {
+            let end = at + c.len_utf8();
+            pieces.push(&text[start..end]);
+            start = end;
+        }
+    }
+    pieces.push(&text[start..]);
+    pieces.into_iter().map(str::trim).filter(|sentence| sentence.len() > 3)
 }
 
 fn decisions(text: &str) -> Vec<String> {
@@ -342,7 +385,7 @@ mod tests {
         assert_eq!(facts.commands[0].outcome, Outcome::Failed(Some(1)));
         assert_eq!(facts.commands[1].outcome, Outcome::Ok);
         assert_eq!(facts.errors.len(), 1);
-        assert_eq!(facts.errors[0].first_line, "FAILED tests/test_invoice.py::test_total");
+        assert_eq!(facts.errors[0].first_line, "E   AssertionError: 0.30 != 0.15");
         assert!(!facts.errors[0].fixed, "a different tool name (Bash vs bash) is a different call");
         assert_eq!(facts.decisions, ["The root cause is banker's rounding."]);
         assert_eq!(facts.next_step.as_deref(), Some("Let me switch to quantize."));

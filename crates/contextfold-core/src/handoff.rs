@@ -120,6 +120,10 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
         .collect();
     sections[5] = facts.decisions.clone();
     sections[6] = facts.next_step.iter().cloned().collect();
+    for bullets in &mut sections {
+        let mut seen = HashSet::new();
+        bullets.retain(|bullet| seen.insert(bullet.clone()));
+    }
     sections
 }
 

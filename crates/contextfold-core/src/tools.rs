@@ -293,14 +293,7 @@ pub fn shell(command: &str) -> Action {
         }
         return fallback;
     }
-    // The last step of a `&&`/`;` chain that is not `cd` decides; pipes are read left to right.
-    let step = body
-        .split("&&")
-        .flat_map(|part| part.split(';'))
-        .map(str::trim)
-        .filter(|part| !part.is_empty() && !part.starts_with("cd "))
-        .last()
-        .unwrap_or(body);
+    let step = main_step(body);
     let first_stage = step.split('|').next().unwrap_or(step).trim();
     let words: Vec<&str> = first_stage.split_whitespace().collect();
     let Some(program) = words.first() else { return fallback };
@@ -347,6 +340,18 @@ pub fn shell(command: &str) -> Action {
         ),
         _ => fallback,
     }
+}
+
+/// The step of a one-line shell command that decides what it does: the last step of a
+/// `&&`/`;` chain that is not a `cd` (pipes are left in place, read left to right).
+pub fn main_step(command: &str) -> &str {
+    command
+        .split("&&")
+        .flat_map(|part| part.split(';'))
+        .map(str::trim)
+        .filter(|part| !part.is_empty() && !part.starts_with("cd "))
+        .last()
+        .unwrap_or(command)
 }
 
 fn is_search(program: &str, words: &[&str]) -> bool {

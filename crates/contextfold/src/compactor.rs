@@ -380,7 +380,7 @@ impl Compactor {
     ) -> Result<Plan, contextfold_core::plan::NoCut> {
         let fixed = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
             + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools))
-            + config.summary_tokens;
+            + summary_budget(config, target);
         let room = target.saturating_sub(fixed);
         let pinned = match (config.plan.pin_first, work.messages.first()) {
             (contextfold_core::plan::PinFirst::Pinned, Some(first)) if first.is_authored() => {
@@ -417,7 +417,7 @@ impl Compactor {
             transcript: String::new(),
             previous: previous.map(str::to_string),
             instructions: config.instructions.clone(),
-            max_summary_tokens: config.summary_tokens,
+            max_summary_tokens: summary_budget(config, report.target_tokens),
             first_request_pinned: !plan.pinned.is_empty(),
         };
         let text = if self.summarizer.is_llm() {
@@ -526,6 +526,12 @@ impl Compactor {
             steps.push("clip");
         }
     }
+}
+
+/// The most tokens the summary may take: the configured size, but no more than a quarter of
+/// the target, so a small target still leaves room for the verbatim tail.
+fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
+    config.summary_tokens.min(target / 4).max(1)
 }
 
 /// The head of `plan` with the original (un-evicted) payloads: eviction keeps every block in
