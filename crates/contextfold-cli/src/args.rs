@@ -253,6 +253,10 @@ pub struct EvictArgs {
     /// Drop thinking blocks of all but the last N user turns (never in the current tool loop).
     #[arg(long, value_name = "N")]
     pub keep_thinking_turns: Option<usize>,
+    /// Also clip any tool output still over T tokens (the newest included) to its first and
+    /// last lines, with a marker naming its ref [default: no clipping].
+    #[arg(long, value_name = "T")]
+    pub max_tool_output: Option<u64>,
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,

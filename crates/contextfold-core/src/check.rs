@@ -75,13 +75,16 @@ pub fn required_facts(facts: &Facts) -> Vec<RequiredFact> {
     required
 }
 
-/// `text` lowercased, with runs of whitespace, quotes, backticks and markdown emphasis
-/// folded to one space, so formatting differences do not hide a fact.
+/// `text` lowercased, runs of whitespace folded to one space, and double quotes, backticks
+/// and markdown asterisks dropped, so formatting differences do not hide a fact.
 pub fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut gap = false;
     for c in text.chars() {
-        if c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '*' | '_' | '“' | '”' | '‘' | '’') {
+        if matches!(c, '`' | '"' | '*' | '“' | '”') {
+            continue;
+        }
+        if c.is_whitespace() {
             gap = true;
             continue;
         }

@@ -33,6 +33,7 @@ pub mod handoff;
 pub mod hash;
 pub mod plan;
 pub mod preflight;
+pub mod probe;
 pub mod prompt;
 pub mod render;
 pub mod repair;

@@ -2,8 +2,11 @@
 
 use crate::args::EvictArgs;
 use crate::output::{self, thousands};
-use contextfold::core::evict::{evict, EvictConfig};
+use contextfold::core::clip::{clip, ClipConfig, Clipped};
+use contextfold::core::evict::{evict, EvictConfig, EvictReport};
+use contextfold::core::tokens::count_conversation;
 use contextfold::input;
+use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -25,9 +28,29 @@ impl EvictArgs {
     }
 }
 
+/// The `--json` report: the eviction report and what was clipped.
+#[derive(Serialize)]
+struct Report {
+    #[serde(flatten)]
+    evicted: EvictReport,
+    clipped: Vec<Clipped>,
+}
+
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let mut parsed = super::load(&args.file, args.input.format)?;
-    let report = evict(&mut parsed.conversation, &args.config(), args.tokenizer.counter());
+    let counter = args.tokenizer.counter();
+    let mut report = evict(&mut parsed.conversation, &args.config(), counter);
+    let clipped = match args.max_tool_output {
+        Some(limit) => {
+            let clip_config = ClipConfig { preset: args.preset, ..ClipConfig::new(limit) };
+            let clipped = clip(&mut parsed.conversation, &clip_config, counter);
+            if !clipped.is_empty() {
+                report.tokens_after = count_conversation(counter, &parsed.conversation);
+            }
+            clipped
+        }
+        None => Vec::new(),
+    };
     let output = match (&args.output, args.json) {
         (Some(path), _) => Some(path.as_path()),
         (None, false) => Some(Path::new("-")),
@@ -37,7 +60,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         input::save(path, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
     }
     if args.json {
-        output::json_line(&report)?;
+        output::json_line(&Report { evicted: report, clipped })?;
     } else {
         let mut line = format!(
             "evicted {} payload(s): {} → {} tokens",
@@ -49,6 +72,9 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
             let reasons: Vec<String> =
                 report.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
             line.push_str(&format!(" ({})", reasons.join(", ")));
+        }
+        if !clipped.is_empty() {
+            line.push_str(&format!("; clipped {} output(s)", clipped.len()));
         }
         if let Some(skipped) = &report.skipped {
             line.push_str(&format!("; nothing evicted: {skipped}"));

@@ -1,0 +1,211 @@
+//! Recall probes: facts of folded-away messages, and whether the next request still has them.
+//!
+//! Probes are derived with [`extract`](crate::extract) from the messages a compaction took
+//! out of the request (or changed): the first user request, each later user ask, each file
+//! created or modified (its path), each error no later step fixed (its telling line), and
+//! the last stated next step. Long texts are cut to their first 120 characters at a word
+//! boundary. A probe is recalled when its normalized text ([`normalize`]: lowercase,
+//! whitespace folded, double quotes, backticks and asterisks dropped) occurs in the
+//! normalized text of the next request the model sees: system prompt, summary, pointers,
+//! tool calls and the verbatim tail.
+
+use crate::check::normalize;
+use crate::conversation::{Block, Conversation, Message, ToolResultContent};
+use crate::extract::Facts;
+use serde::Serialize;
+
+/// What a probe checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeKind {
+    /// The user's first request.
+    FirstRequest,
+    /// A later user ask.
+    UserAsk,
+    /// A file created or modified.
+    FileChanged,
+    /// An error no later step fixed.
+    UnresolvedError,
+    /// The last stated next step.
+    NextStep,
+}
+
+impl ProbeKind {
+    /// Every kind, in report order.
+    pub const ALL: [ProbeKind; 5] = [
+        ProbeKind::FirstRequest,
+        ProbeKind::UserAsk,
+        ProbeKind::FileChanged,
+        ProbeKind::UnresolvedError,
+        ProbeKind::NextStep,
+    ];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::FirstRequest => "first_request",
+            ProbeKind::UserAsk => "user_ask",
+            ProbeKind::FileChanged => "file_changed",
+            ProbeKind::UnresolvedError => "unresolved_error",
+            ProbeKind::NextStep => "next_step",
+        }
+    }
+}
+
+/// One fact to look for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// What it checks.
+    pub kind: ProbeKind,
+    /// The normalized text that must be present.
+    pub text: String,
+}
+
+/// The most characters of a probe's text.
+pub const PROBE_CHARS: usize = 120;
+
+/// `text` normalized and cut to [`PROBE_CHARS`] characters at a word boundary.
+fn probe_text(text: &str) -> String {
+    let normalized = normalize(text);
+    if normalized.chars().count() <= PROBE_CHARS {
+        return normalized;
+    }
+    let cut = normalized.char_indices().nth(PROBE_CHARS).map_or(normalized.len(), |(at, _)| at);
+    let head = &normalized[..cut];
+    head.rfind(' ').map_or(head, |space| &head[..space]).to_string()
+}
+
+/// The probes of `facts`. `first_is_conversation_start` says whether the first ask in the
+/// facts is the conversation's first request.
+pub fn probes(facts: &Facts, first_is_conversation_start: bool) -> Vec<Probe> {
+    let mut probes = Vec::new();
+    let mut push = |kind, text: &str| {
+        let text = probe_text(text);
+        if text.len() >= 3 && !probes.iter().any(|probe: &Probe| probe.text == text) {
+            probes.push(Probe { kind, text });
+        }
+    };
+    for (index, ask) in facts.user_asks.iter().enumerate() {
+        let kind = if index == 0 && first_is_conversation_start { ProbeKind::FirstRequest } else { ProbeKind::UserAsk };
+        push(kind, &ask.text);
+    }
+    for change in &facts.files_changed {
+        push(ProbeKind::FileChanged, &change.path);
+    }
+    for error in facts.errors.iter().filter(|error| !error.fixed) {
+        push(ProbeKind::UnresolvedError, &error.first_line);
+    }
+    if let Some(step) = &facts.next_step {
+        push(ProbeKind::NextStep, step);
+    }
+    probes
+}
+
+fn push_blocks(out: &mut String, blocks: &[Block]) {
+    for block in blocks {
+        match block {
+            Block::Text(text) => out.push_str(&text.text),
+            Block::ToolUse(tool_use) => {
+                out.push_str(&tool_use.name);
+                out.push(' ');
+                out.push_str(&tool_use.input.to_string());
+                // String arguments also count as written, unescaped.
+                if let Some(fields) = tool_use.input.as_object() {
+                    for value in fields.values().filter_map(|value| value.as_str()) {
+                        out.push('\n');
+                        out.push_str(value);
+                    }
+                }
+            }
+            Block::ToolResult(result) => match &result.content {
+                Some(ToolResultContent::Text(text)) => out.push_str(text),
+                Some(ToolResultContent::Blocks(inner)) => push_blocks(out, inner),
+                None => {}
+            },
+            Block::Thinking(thinking) => out.push_str(&thinking.thinking),
+            _ => {}
+        }
+        out.push('\n');
+    }
+}
+
+/// The normalized text of a request: what the model can read.
+pub fn request_text(system: Option<&str>, messages: &[Message]) -> String {
+    let mut out = String::new();
+    if let Some(system) = system {
+        out.push_str(system);
+        out.push('\n');
+    }
+    for message in messages {
+        push_blocks(&mut out, &message.content);
+    }
+    normalize(&out)
+}
+
+/// The normalized text of a whole conversation.
+pub fn conversation_text(conversation: &Conversation) -> String {
+    request_text(conversation.system.as_ref().map(|system| system.text()).as_deref(), &conversation.messages)
+}
+
+/// Whether `probe` is present in `normalized_request`.
+pub fn is_recalled(normalized_request: &str, probe: &Probe) -> bool {
+    normalized_request.contains(&probe.text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Role;
+    use crate::extract::{Ask, ErrorSeen, FileChange};
+    use crate::tools::ActionKind;
+
+    #[test]
+    fn probes_from_facts_and_their_recall() {
+        let facts = Facts {
+            user_asks: vec![
+                Ask { message: 0, text: "Fix the **rounding** bug in `billing/invoice.py`.".into() },
+                Ask { message: 4, text: "Also add a regression test. ".repeat(20) },
+            ],
+            files_changed: vec![FileChange {
+                path: "billing/invoice.py".into(),
+                tool: "Edit".into(),
+                kind: ActionKind::FileEdit,
+                what: "x".into(),
+                message: 2,
+            }],
+            errors: vec![ErrorSeen {
+                tool: "Bash".into(),
+                target: None,
+                first_line: "E AssertionError".into(),
+                message: 3,
+                fixed: false,
+            }],
+            next_step: Some("Next I will run the tests.".into()),
+            ..Facts::default()
+        };
+        let probes = probes(&facts, true);
+        let kinds: Vec<ProbeKind> = probes.iter().map(|probe| probe.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ProbeKind::FirstRequest,
+                ProbeKind::UserAsk,
+                ProbeKind::FileChanged,
+                ProbeKind::UnresolvedError,
+                ProbeKind::NextStep
+            ]
+        );
+        assert_eq!(probes[0].text, "fix the rounding bug in billing/invoice.py.");
+        assert!(probes[1].text.chars().count() <= PROBE_CHARS);
+        let request = request_text(
+            Some("system"),
+            &[Message::text(
+                Role::User,
+                "- \"Fix the rounding bug in billing/invoice.py.\"\n- edited billing/invoice.py",
+            )],
+        );
+        assert!(is_recalled(&request, &probes[0]));
+        assert!(is_recalled(&request, &probes[2]));
+        assert!(!is_recalled(&request, &probes[3]));
+    }
+}
