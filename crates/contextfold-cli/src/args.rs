@@ -55,7 +55,38 @@ pub enum Command {
     /// older turns, clip what no budget can hold. Works offline by default.
     #[command(after_help = COMPACT_HELP)]
     Compact(CompactArgs),
+    /// Replay recorded sessions call by call under several context strategies; report cost
+    /// with prompt caching, peak context, overflows and fact recall.
+    #[command(after_help = REPLAY_HELP)]
+    Replay(ReplayArgs),
 }
+
+const REPLAY_HELP: &str = "\
+A session is a sequence of LLM calls, one per assistant message: call i sends the system
+prompt and the messages before assistant message i, as the strategy transforms them, and
+its output is assistant message i as recorded. Strategies keep their state across calls.
+
+Prompt-cache model (Anthropic's): each request caches its whole prefix; the next request
+reads from cache the longest prefix it shares with the previous one (block by block) and
+writes the rest. Billed input = cache reads x 0.1 + cache writes x 1.25 of the input price
+(every input token x 1.0 with --no-cache); output at the output price; summarizer calls
+billed too, their input uncached. Prices (dollars per million input/output tokens):
+sonnet 3/15, haiku 1/5, opus 5/25, or --price IN,OUT.
+
+Strategies: none; contextfold (auto), contextfold-evict, contextfold-summarize; and
+emulations of others' documented behaviour: anthropic-clear (over 80% of the usable window,
+clear all but the 3 newest tool results), mask-10 (outputs older than the last 10 assistant
+steps become a placeholder), codex (at 90%: the user's own messages up to 20k tokens plus
+one summary), langchain (at 80%: summarize all but the last 20 messages, cut moved back to
+keep tool pairs), truncate (on overflow, drop the oldest turns down to half the window).
+
+Probes: at each compaction, facts of the messages the request no longer carries unchanged
+(first request, later asks, files changed, unresolved errors, last next step; each
+normalized and cut to 120 characters) must occur in the normalized text of the request.
+
+Exit codes:
+  0  success
+  2  usage or input error";
 
 const COMPACT_HELP: &str = "\
 Output: the compacted conversation in the input's format, validated before it is written
@@ -340,6 +371,50 @@ pub struct CompactArgs {
     /// Print the report as JSON (one object per file, JSON Lines).
     #[arg(long)]
     pub json: bool,
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// `contextfold replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Session files or directories of them.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The model's context window; several, comma-separated, for one table each.
+    #[arg(long, value_name = "W", value_delimiter = ',', required = true)]
+    pub window: Vec<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "4000")]
+    pub reserve: u64,
+    /// Strategies to compare, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,contextfold,contextfold-evict,contextfold-summarize,anthropic-clear,mask-10,codex,langchain,truncate"
+    )]
+    pub strategies: Vec<String>,
+    /// Prices: sonnet, haiku, opus, or IN,OUT in dollars per million tokens.
+    #[arg(long, default_value = "sonnet")]
+    pub price: String,
+    /// Bill every input token at the full price (no prompt cache).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// extractive, anthropic[:MODEL] or openai[:MODEL] for contextfold's summaries.
+    #[arg(long, default_value = "extractive", value_name = "NAME")]
+    pub summarizer: String,
+    /// The LLM server's base URL.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Print the results as JSON: one object per window and strategy, summed over files.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write one CSV row per file, window and strategy.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
     /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
     #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
     pub tokenizer: Tokenizer,

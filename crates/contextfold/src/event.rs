@@ -41,6 +41,8 @@ pub struct CompactionEvent {
     pub cache_hit: bool,
     /// Steps that fell back.
     pub fallbacks: Vec<Fallback>,
+    /// Summarizer calls made.
+    pub summarizer_calls: usize,
     /// Tokens the summarizer used.
     pub summarizer_usage: Usage,
     /// Wall time in milliseconds.
@@ -62,6 +64,7 @@ impl CompactionEvent {
             fixes: report.fixes.len(),
             cache_hit: report.cache_hit,
             fallbacks: report.fallbacks.clone(),
+            summarizer_calls: report.summarizer_calls,
             summarizer_usage: report.summarizer_usage,
             duration_ms: report.duration_ms,
         }

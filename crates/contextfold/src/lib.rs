@@ -10,6 +10,8 @@
 //! - [`compactor::Compactor`] compacts a conversation to a target: evict, summarize, clip.
 //! - [`middleware::CompactionMiddleware`] runs before each LLM call under a [`policy`],
 //!   on its own working copy, and reports each compaction as an [`event::CompactionEvent`].
+//! - [`replay::replay`] replays a recorded session under several strategies and measures
+//!   cost with prompt caching, overflows and fact recall.
 //! - [`summarize::Summarizer`]: the offline [`summarize::Extractive`] summarizer and LLMs over HTTP.
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -20,6 +22,7 @@ pub mod event;
 pub mod input;
 pub mod middleware;
 pub mod policy;
+pub mod replay;
 pub mod summarize;
 
 pub use contextfold_core as core;

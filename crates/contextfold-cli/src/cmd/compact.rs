@@ -46,7 +46,7 @@ impl CompactArgs {
 }
 
 /// The summarizer `spec` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
-fn summarizer(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Summarizer>> {
+pub fn summarizer(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Summarizer>> {
     let (name, model) = match spec.split_once(':') {
         Some((name, model)) => (name, Some(model)),
         None => (spec, None),
@@ -78,7 +78,7 @@ fn summarizer(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Summ
 }
 
 /// The input files: files as given, directories expanded to their conversation files.
-fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {

@@ -6,6 +6,7 @@ mod count;
 mod evict;
 mod plan;
 mod render;
+mod replay;
 mod stats;
 mod validate;
 
@@ -26,6 +27,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Evict(args) => evict::run(args),
         Command::Render(args) => render::run(args),
         Command::Compact(args) => compact::run(args),
+        Command::Replay(args) => replay::run(args),
     }
 }
 

@@ -1,0 +1,341 @@
+//! The strategies replay compares: contextfold's own, and emulations of what others do.
+//!
+//! Every strategy is stateful across calls, like a real agent's context management: it
+//! keeps a working copy that it extends with each new message, and what it cleared or
+//! summarized stays so until it acts again. The emulations follow the documented behaviour
+//! of each tool, scaled to the window under test; they are emulations, not the tools.
+
+use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy};
+use crate::middleware::{CompactionMiddleware, MiddlewareConfig};
+use crate::summarize::{BoxFuture, Extractive, SummaryRequest, Usage};
+use contextfold_core::boundary::boundaries;
+use contextfold_core::conversation::{Block, ContentShape, Message, Role, System, ToolResultContent};
+use contextfold_core::summary::assemble;
+use contextfold_core::tokens::{count_message, TokenCounter, TokenLedger};
+use contextfold_core::Conversation;
+use serde_json::Value;
+
+/// What a strategy sends for one call.
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    /// The messages of the request.
+    pub messages: Vec<Message>,
+    /// Whether the strategy compacted (cleared, masked, summarized, truncated) before it.
+    pub compacted: bool,
+    /// Summarizer calls made for this step.
+    pub summarizer_calls: usize,
+    /// Tokens those calls used.
+    pub summarizer_usage: Usage,
+}
+
+/// A context-management strategy under replay.
+pub trait ReplayStrategy: Send {
+    /// The name in reports.
+    fn name(&self) -> &str;
+    /// The request for a call whose history (the recorded messages before it) is `history`.
+    fn step<'a>(&'a mut self, history: &'a [Message]) -> BoxFuture<'a, Step>;
+}
+
+/// The strategies replay knows, by name.
+pub const STRATEGIES: [&str; 9] = [
+    "none",
+    "contextfold",
+    "contextfold-evict",
+    "contextfold-summarize",
+    "anthropic-clear",
+    "mask-10",
+    "codex",
+    "langchain",
+    "truncate",
+];
+
+/// What every strategy needs to know.
+#[derive(Clone)]
+pub struct Setting {
+    /// The model's window.
+    pub window: u64,
+    /// Tokens kept free for the answer.
+    pub reserve: u64,
+    /// The session's system prompt.
+    pub system: Option<System>,
+    /// The session's tool definitions.
+    pub tools: Option<Vec<Value>>,
+    /// The token counter.
+    pub counter: &'static dyn TokenCounter,
+    /// The compactor contextfold's strategies use (its summarizer too).
+    pub compactor: Compactor,
+}
+
+impl Setting {
+    fn usable(&self) -> u64 {
+        self.window.saturating_sub(self.reserve)
+    }
+}
+
+/// Builds the strategy called `name`.
+pub fn strategy(name: &str, setting: &Setting) -> Option<Box<dyn ReplayStrategy>> {
+    let usable = setting.usable();
+    Some(match name {
+        "none" => Box::new(Emulation::new("none", setting, Rule::Never)),
+        "contextfold" => Box::new(Contextfold::new(name, setting, CompactStrategy::Auto)),
+        "contextfold-evict" => Box::new(Contextfold::new(name, setting, CompactStrategy::Evict)),
+        "contextfold-summarize" => Box::new(Contextfold::new(name, setting, CompactStrategy::Summarize)),
+        "anthropic-clear" => {
+            Box::new(Emulation::new(name, setting, Rule::ClearToolResults { trigger: usable * 8 / 10, keep: 3 }))
+        }
+        "mask-10" => Box::new(Emulation::new(name, setting, Rule::Mask { keep_steps: 10 })),
+        "codex" => {
+            Box::new(Emulation::new(name, setting, Rule::Codex { trigger: usable * 9 / 10, user_tokens: 20_000 }))
+        }
+        "langchain" => {
+            Box::new(Emulation::new(name, setting, Rule::LangChain { trigger: usable * 8 / 10, keep_messages: 20 }))
+        }
+        "truncate" => Box::new(Emulation::new(name, setting, Rule::Truncate { trigger: usable, to: usable / 2 })),
+        _ => return None,
+    })
+}
+
+/// contextfold's middleware with its default policy.
+struct Contextfold {
+    name: String,
+    middleware: CompactionMiddleware,
+}
+
+impl Contextfold {
+    fn new(name: &str, setting: &Setting, strategy: CompactStrategy) -> Contextfold {
+        let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
+        config.system = setting.system.clone();
+        config.tools = setting.tools.clone();
+        config.compact = CompactConfig { strategy, ..config.compact };
+        Contextfold { name: name.to_string(), middleware: CompactionMiddleware::new(setting.compactor.clone(), config) }
+    }
+}
+
+impl ReplayStrategy for Contextfold {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn step<'a>(&'a mut self, history: &'a [Message]) -> BoxFuture<'a, Step> {
+        Box::pin(async move {
+            let prepared = self.middleware.prepare(history, &[]).await;
+            let (compacted, summarizer_calls, summarizer_usage) = match &prepared.event {
+                Some(event) => (true, event.summarizer_calls, event.summarizer_usage),
+                None => (false, 0, Usage::default()),
+            };
+            Step { messages: prepared.messages, compacted, summarizer_calls, summarizer_usage }
+        })
+    }
+}
+
+/// What an emulated tool does.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// Sends the full history.
+    Never,
+    /// Anthropic's `clear_tool_uses`: over the trigger, clear all but the most recent
+    /// `keep` tool results.
+    ClearToolResults { trigger: u64, keep: usize },
+    /// Observation masking (the SWE-agent study): outputs older than the last `keep_steps`
+    /// assistant steps become a placeholder.
+    Mask { keep_steps: usize },
+    /// Codex: over the trigger, keep the user's own messages (newest, up to `user_tokens`)
+    /// plus one summary; drop all assistant and tool traffic.
+    Codex { trigger: u64, user_tokens: u64 },
+    /// LangChain's summarization: over the trigger, summarize all but the last
+    /// `keep_messages` messages, the cut moved back to keep tool pairs.
+    LangChain { trigger: u64, keep_messages: usize },
+    /// Drop the oldest turns once over the trigger, down to `to` tokens.
+    Truncate { trigger: u64, to: u64 },
+}
+
+/// A working copy managed by a [`Rule`].
+struct Emulation {
+    name: String,
+    rule: Rule,
+    setting: Setting,
+    seen: usize,
+    working: Vec<Message>,
+    ledger: TokenLedger<'static>,
+    summary: Option<String>,
+    summarizer: Extractive,
+}
+
+impl Emulation {
+    fn new(name: &str, setting: &Setting, rule: Rule) -> Emulation {
+        Emulation {
+            name: name.to_string(),
+            rule,
+            setting: setting.clone(),
+            seen: 0,
+            working: Vec::new(),
+            ledger: TokenLedger::new(setting.counter),
+            summary: None,
+            summarizer: Extractive::default().counter(setting.counter),
+        }
+    }
+
+    fn summarize(&mut self, folded: &[Message]) -> String {
+        let request = SummaryRequest {
+            head: folded.to_vec(),
+            previous: self.summary.clone(),
+            max_summary_tokens: 2_000,
+            ..SummaryRequest::default()
+        };
+        let text = self.summarizer.summarize_now(&request).text;
+        self.summary = Some(text.clone());
+        text
+    }
+
+    fn template(&self) -> Conversation {
+        Conversation {
+            system: self.setting.system.clone(),
+            tools: self.setting.tools.clone(),
+            ..Conversation::default()
+        }
+    }
+
+    /// Applies the rule to the working copy; whether it changed anything.
+    fn apply(&mut self) -> bool {
+        let tokens = self.ledger.sync(&self.working);
+        match self.rule {
+            Rule::Never => false,
+            Rule::ClearToolResults { trigger, keep } => {
+                if tokens <= trigger {
+                    return false;
+                }
+                let positions: Vec<(usize, usize)> = result_positions(&self.working);
+                let cut = positions.len().saturating_sub(keep);
+                replace_results(&mut self.working, &positions[..cut], |_| "[tool result cleared]".to_string())
+            }
+            Rule::Mask { keep_steps } => {
+                let assistants: Vec<usize> =
+                    (0..self.working.len()).filter(|&index| self.working[index].role == Role::Assistant).collect();
+                let Some(&boundary) = assistants.len().checked_sub(keep_steps).and_then(|at| assistants.get(at)) else {
+                    return false;
+                };
+                let positions: Vec<(usize, usize)> =
+                    result_positions(&self.working).into_iter().filter(|(message, _)| *message < boundary).collect();
+                replace_results(&mut self.working, &positions, |lines| {
+                    format!("[Old environment output ({lines} lines) omitted for brevity]")
+                })
+            }
+            Rule::Codex { trigger, user_tokens } => {
+                if tokens <= trigger {
+                    return false;
+                }
+                let history = std::mem::take(&mut self.working);
+                let summary = self.summarize(&history);
+                // The user's own words, newest first, up to the budget, then in order.
+                let mut kept: Vec<Block> = Vec::new();
+                let mut used = 0;
+                for message in
+                    history.iter().rev().filter(|message| message.role == Role::User && message.is_authored())
+                {
+                    let texts: Vec<Block> =
+                        message.content.iter().filter(|block| matches!(block, Block::Text(_))).cloned().collect();
+                    let size = count_message(self.setting.counter, &Message::new(Role::User, texts.clone()));
+                    if used + size > user_tokens {
+                        break;
+                    }
+                    used += size;
+                    kept.splice(0..0, texts);
+                }
+                let folded = assemble(&self.template(), Some(&summary), &kept, &[]);
+                self.working = folded.messages;
+                true
+            }
+            Rule::LangChain { trigger, keep_messages } => {
+                if tokens <= trigger || self.working.len() <= keep_messages {
+                    return false;
+                }
+                let wanted = self.working.len() - keep_messages;
+                let Some(cut) =
+                    boundaries(&self.working).into_iter().map(|cut| cut.index).filter(|&index| index <= wanted).last()
+                else {
+                    return false;
+                };
+                let head: Vec<Message> = self.working[..cut].to_vec();
+                let summary = self.summarize(&head);
+                self.working = assemble(&self.template(), Some(&summary), &[], &self.working[cut..]).messages;
+                true
+            }
+            Rule::Truncate { trigger, to } => {
+                if tokens <= trigger {
+                    return false;
+                }
+                let mut suffix = vec![0u64; self.working.len() + 1];
+                for index in (0..self.working.len()).rev() {
+                    suffix[index] = suffix[index + 1] + self.ledger.message_tokens(index).unwrap_or(0);
+                }
+                let cuts: Vec<usize> = boundaries(&self.working).into_iter().map(|cut| cut.index).collect();
+                let Some(cut) = cuts.iter().copied().find(|&index| suffix[index] <= to).or(cuts.last().copied()) else {
+                    return false;
+                };
+                self.working = assemble(&self.template(), None, &[], &self.working[cut..]).messages;
+                true
+            }
+        }
+    }
+}
+
+impl ReplayStrategy for Emulation {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn step<'a>(&'a mut self, history: &'a [Message]) -> BoxFuture<'a, Step> {
+        Box::pin(async move {
+            if history.len() < self.seen {
+                self.working.clear();
+                self.seen = 0;
+            }
+            self.working.extend_from_slice(&history[self.seen..]);
+            self.seen = history.len();
+            let compacted = self.apply();
+            if compacted {
+                self.ledger.resync(&self.working);
+            }
+            Step { messages: self.working.clone(), compacted, ..Step::default() }
+        })
+    }
+}
+
+/// (message, block) of every tool_result not already replaced.
+fn result_positions(messages: &[Message]) -> Vec<(usize, usize)> {
+    let mut positions = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        for (position, block) in message.content.iter().enumerate() {
+            if let Block::ToolResult(result) = block {
+                if !is_placeholder(result.content.as_ref()) {
+                    positions.push((index, position));
+                }
+            }
+        }
+    }
+    positions
+}
+
+fn is_placeholder(content: Option<&ToolResultContent>) -> bool {
+    matches!(content, Some(ToolResultContent::Text(text)) if text == "[tool result cleared]" || text.starts_with("[Old environment output ("))
+}
+
+/// Replaces the payloads at `positions` with `placeholder(lines)`; whether any changed.
+fn replace_results(
+    messages: &mut [Message],
+    positions: &[(usize, usize)],
+    placeholder: impl Fn(usize) -> String,
+) -> bool {
+    for &(message, block) in positions {
+        if let Some(Block::ToolResult(result)) =
+            messages.get_mut(message).and_then(|message| message.content.get_mut(block))
+        {
+            let lines = result.text().lines().count();
+            result.content = Some(ToolResultContent::Text(placeholder(lines)));
+        }
+        if let Some(message) = messages.get_mut(message) {
+            message.shape = ContentShape::Blocks;
+        }
+    }
+    !positions.is_empty()
+}
