@@ -403,6 +403,12 @@ pub struct ReplayArgs {
     /// Bill every input token at the full price (no prompt cache).
     #[arg(long)]
     pub no_cache: bool,
+    /// contextfold compacts when the next request reaches this share of the usable window.
+    #[arg(long, value_name = "F", default_value = "0.8", value_parser = parse_fraction)]
+    pub trigger: f64,
+    /// contextfold compacts to this share of the usable window.
+    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
+    pub target: f64,
     /// extractive, anthropic[:MODEL] or openai[:MODEL] for contextfold's summaries.
     #[arg(long, default_value = "extractive", value_name = "NAME")]
     pub summarizer: String,

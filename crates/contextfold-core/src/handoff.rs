@@ -26,7 +26,7 @@ pub const EARLIER_SUMMARY: &str = "Earlier summary";
 
 /// The share of the budget each section may use before leftovers are shared out, in
 /// [`SECTIONS`] order.
-const SHARES: [f64; 7] = [0.35, 0.07, 0.15, 0.10, 0.15, 0.10, 0.08];
+const SHARES: [f64; 7] = [0.30, 0.05, 0.15, 0.05, 0.30, 0.07, 0.08];
 
 /// How the user's first request is marked in the requests section.
 const FIRST_REQUEST: &str = "First request: ";
@@ -108,15 +108,19 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
         }
     }
     sections[3] = commands;
-    sections[4] = facts
-        .errors
-        .iter()
-        .map(|error| {
-            let target =
-                error.target.as_deref().map(|target| format!(" {}", clip_chars(target, 80))).unwrap_or_default();
-            let status = if error.fixed { "fixed later" } else { "unresolved" };
-            format!("{}{target}: {} — {status}", error.tool, error.first_line)
-        })
+    // One bullet per distinct error (its latest status); fixed ones first, so trimming,
+    // which drops from the front, drops them before the unresolved ones.
+    let mut errors: Vec<(bool, String)> = Vec::new();
+    for error in &facts.errors {
+        let target = error.target.as_deref().map(|target| format!(" {}", clip_chars(target, 40))).unwrap_or_default();
+        let line = format!("{}{target}: {}", error.tool, error.first_line);
+        errors.retain(|(_, seen)| *seen != line);
+        errors.push((error.fixed, line));
+    }
+    errors.sort_by_key(|(fixed, _)| !fixed);
+    sections[4] = errors
+        .into_iter()
+        .map(|(fixed, line)| format!("{line} — {}", if fixed { "fixed later" } else { "unresolved" }))
         .collect();
     sections[5] = facts.decisions.clone();
     sections[6] = facts.next_step.iter().cloned().collect();

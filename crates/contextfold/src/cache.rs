@@ -18,10 +18,18 @@ pub trait SummaryCache: Send + Sync {
     fn put(&self, key: &str, summary: &str);
 }
 
-/// The cache key of summarizing `head` on top of `previous` with `summarizer_id`.
-pub fn cache_key(head: &[Message], previous: Option<&str>, instructions: &Instructions, summarizer_id: &str) -> String {
+/// The cache key of summarizing `head` on top of `previous` with `summarizer_id`, in at
+/// most `summary_tokens` tokens.
+pub fn cache_key(
+    head: &[Message],
+    previous: Option<&str>,
+    instructions: &Instructions,
+    summary_tokens: u64,
+    summarizer_id: &str,
+) -> String {
     let mut hasher = StableHasher::default();
     hasher.write(summarizer_id.as_bytes());
+    hasher.write(&summary_tokens.to_le_bytes());
     hasher.write(previous.unwrap_or("").as_bytes());
     hasher.write(instructions.language.as_deref().unwrap_or("").as_bytes());
     hasher.write(instructions.focus.as_deref().unwrap_or("").as_bytes());
@@ -102,10 +110,11 @@ mod tests {
     #[test]
     fn keys_depend_on_everything_that_shapes_the_summary() {
         let head = [Message::text(Role::User, "hi")];
-        let base = cache_key(&head, None, &Instructions::default(), "x");
-        assert_eq!(base, cache_key(&head, None, &Instructions::default(), "x"));
-        assert_ne!(base, cache_key(&head, Some("p"), &Instructions::default(), "x"));
-        assert_ne!(base, cache_key(&head, None, &Instructions::default(), "y"));
-        assert_ne!(base, cache_key(&[Message::text(Role::User, "ho")], None, &Instructions::default(), "x"));
+        let base = cache_key(&head, None, &Instructions::default(), 100, "x");
+        assert_eq!(base, cache_key(&head, None, &Instructions::default(), 100, "x"));
+        assert_ne!(base, cache_key(&head, Some("p"), &Instructions::default(), 100, "x"));
+        assert_ne!(base, cache_key(&head, None, &Instructions::default(), 100, "y"));
+        assert_ne!(base, cache_key(&head, None, &Instructions::default(), 200, "x"));
+        assert_ne!(base, cache_key(&[Message::text(Role::User, "ho")], None, &Instructions::default(), 100, "x"));
     }
 }

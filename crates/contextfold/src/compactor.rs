@@ -14,11 +14,11 @@ use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::clip::{clip, ClipConfig, Clipped, MIN_CLIP_TOKENS};
 use contextfold_core::evict::{evict, EvictConfig, Offload};
 use contextfold_core::extract::extract;
-use contextfold_core::plan::{plan, Plan, PlanConfig};
+use contextfold_core::plan::{plan, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
-use contextfold_core::summary::assemble;
-use contextfold_core::tokens::{count_conversation, count_system, count_tools, TokenCounter, Tokenizer};
+use contextfold_core::summary::{assemble, split_summary};
+use contextfold_core::tokens::{count_conversation, count_message, count_system, count_tools, TokenCounter, Tokenizer};
 use contextfold_core::{repair, validate, Conversation, Message, Problem, Role};
 use serde::Serialize;
 use std::sync::Arc;
@@ -308,6 +308,15 @@ impl Compactor {
             if config.strategy != Strategy::Evict && count_conversation(counter, &work) > target {
                 match self.plan_for(&work, config, target) {
                     Ok(plan) => {
+                        report.notes.extend(plan.notes.iter().cloned());
+                        if plan.pinned.is_empty()
+                            && config.plan.pin_first == PinFirst::Pinned
+                            && plan.previous_summary.is_none()
+                        {
+                            report.notes.push(
+                                "the first request is too big to keep verbatim; it is folded into the summary".into(),
+                            );
+                        }
                         let head = original_head(&original, &work, &plan);
                         let summary = self.summarize(&head, &plan, config, &mut report).await;
                         report.summary_tokens = counter.count_text(&summary);
@@ -338,7 +347,7 @@ impl Compactor {
         report.tokens_after = count_conversation(counter, &work);
         if report.tokens_after > target && report.tokens_before > target {
             report.notes.push(format!(
-                "the result holds {} tokens, over the target of {target}: the system prompt, tools and newest messages alone are too big",
+                "the result holds {} tokens, over the target of {target}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
                 report.tokens_after
             ));
         }
@@ -383,14 +392,19 @@ impl Compactor {
             + summary_budget(config, target);
         let room = target.saturating_sub(fixed);
         let pinned = match (config.plan.pin_first, work.messages.first()) {
-            (contextfold_core::plan::PinFirst::Pinned, Some(first)) if first.is_authored() => {
-                contextfold_core::tokens::count_message(self.counter, first)
+            (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
+                count_message(self.counter, first)
             }
             _ => 0,
         };
-        let tail_room = room.saturating_sub(pinned.min(room / 2));
+        // A first request bigger than half the room is folded into the summary instead.
+        let pin_first = if pinned > room / 2 { PinFirst::Folded } else { config.plan.pin_first };
+        let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
         let plan_config = PlanConfig {
             max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
+            pin_first,
+            // Over the target, any progress helps; the policy decides whether it is worth it.
+            min_progress: 0.0,
             ..config.plan.clone()
         };
         plan(work, &plan_config, self.counter)
@@ -406,7 +420,8 @@ impl Compactor {
     ) -> String {
         let previous = plan.previous_summary.as_deref();
         let id = self.summarizer.id();
-        let key = cache_key(head, previous, &config.instructions, &id);
+        let budget = summary_budget(config, report.target_tokens);
+        let key = cache_key(head, previous, &config.instructions, budget, &id);
         if let Some(text) = self.cache.get(&key) {
             report.cache_hit = true;
             report.summarizer = Some(id);
@@ -432,7 +447,8 @@ impl Compactor {
                     request.previous = previous.map(str::to_string);
                     let text = self.fallback.summarize_now(&request).text;
                     // The fallback's summary is cached under its own id, not the LLM's.
-                    self.cache.put(&cache_key(head, previous, &config.instructions, &self.fallback.id()), &text);
+                    self.cache
+                        .put(&cache_key(head, previous, &config.instructions, budget, &self.fallback.id()), &text);
                     return text;
                 }
             }

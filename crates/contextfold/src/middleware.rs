@@ -17,6 +17,9 @@ use contextfold_core::{Conversation, Message, Role, System};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
+/// The share of the usable window the middleware compacts to by default.
+pub const DEFAULT_TARGET: f64 = 0.3;
+
 /// Where the middleware works.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MiddlewareConfig {
@@ -36,8 +39,9 @@ pub struct MiddlewareConfig {
 }
 
 impl MiddlewareConfig {
-    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at half
-    /// of the usable window.
+    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at 30%
+    /// of the usable window (tuned by replay over our corpus: a smaller context after a
+    /// compaction is cheaper to re-read on every later call).
     pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
         MiddlewareConfig {
             window,
@@ -191,11 +195,29 @@ impl CompactionMiddleware {
         }
     }
 
+    /// `messages` with tool outputs over `clip_on_ingest` clipped (unchanged when it is off).
+    fn clip_ingested(&self, messages: Vec<Message>) -> Vec<Message> {
+        let Some(limit) = self.config.clip_on_ingest else { return messages };
+        let mut incoming = Conversation { messages, ..Conversation::default() };
+        let config = ClipConfig { preset: self.config.compact.evict.preset, ..ClipConfig::new(limit) };
+        clip(&mut incoming, &config, self.compactor.counter());
+        incoming.messages
+    }
+
     /// Prepares the request for the next call: `history` (the caller's, untouched) plus
     /// `pending` (the new input), compacted first when the policy says so or the request
     /// would overflow the window.
     pub async fn prepare(&self, history: &[Message], pending: &[Message]) -> Prepared {
         let counter = self.compactor.counter();
+        // Pending input is ingested too: a huge output never enters the request whole.
+        let clipped_pending;
+        let pending = match self.config.clip_on_ingest {
+            Some(_) => {
+                clipped_pending = self.clip_ingested(pending.to_vec());
+                clipped_pending.as_slice()
+            }
+            None => pending,
+        };
         let pending_tokens = count_messages(counter, pending);
         let (input, working) = {
             let mut state = self.lock();

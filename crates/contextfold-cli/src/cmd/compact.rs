@@ -126,9 +126,14 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         bail!("compacting {} files needs --out-dir DIR (or --dry-run, or --json for reports only)", files.len());
     }
     let mut notes = Vec::new();
+    let known = ["extractive", "anthropic", "openai"];
+    let name = args.summarizer.split(':').next().unwrap_or("");
+    if !known.contains(&name) {
+        bail!("unknown summarizer `{}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])", args.summarizer);
+    }
     let summarizer = match summarizer(&args.summarizer, args.base_url.as_deref()) {
         Ok(summarizer) => summarizer,
-        Err(err) if args.strategy == Strategy::Auto && args.summarizer != "extractive" => {
+        Err(err) if args.strategy == Strategy::Auto && name != "extractive" => {
             let note = format!("{err:#}; using the extractive summarizer instead");
             eprintln!("contextfold: warning: {note}");
             notes.push(note);

@@ -5,11 +5,12 @@ use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::Compactor;
+use contextfold::core::tokens::{Memoized, TokenCounter};
 use contextfold::replay::{relate_to_none, replay, Price, ReplayConfig, StrategyResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
@@ -46,7 +47,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         Ok(summarizer) => summarizer,
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
-    let counter = args.tokenizer.counter();
+    // Replay counts the same outputs many times over; remember their counts.
+    let counter: &'static dyn TokenCounter = Box::leak(Box::new(Memoized::new(args.tokenizer.counter())));
     let compactor = Compactor::new(summarizer).with_counter(counter);
     let jobs: Vec<(PathBuf, u64)> =
         files.iter().flat_map(|file| args.window.iter().map(move |window| (file.clone(), *window))).collect();
@@ -90,6 +92,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         cache: !args.no_cache,
                         counter,
                         compactor: compactor.clone(),
+                        trigger: args.trigger,
+                        target: args.target,
                     };
                     let outcome = replay_file(file, &config, &args, &runtime);
                     if let Some(bar) = &progress {
@@ -154,13 +158,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn replay_file(
-    file: &PathBuf,
+    file: &Path,
     config: &ReplayConfig,
     args: &ReplayArgs,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<FileResult> {
     let parsed = contextfold::input::load(file, args.input.format)?;
-    let shown = contextfold::input::Shown(file.clone()).to_string();
+    let shown = contextfold::input::Shown(file.to_path_buf()).to_string();
     let results = runtime
         .block_on(replay(&parsed.conversation, config))
         .map_err(anyhow::Error::msg)

@@ -31,6 +31,7 @@ mod count;
 mod estimate;
 mod ledger;
 mod media;
+mod memo;
 mod pieces;
 
 #[cfg(feature = "bpe")]
@@ -46,6 +47,7 @@ pub use media::{
     IMAGE_FALLBACK_TOKENS, IMAGE_MAX_LONG_EDGE, IMAGE_MAX_PIXELS, IMAGE_PIXELS_PER_TOKEN, PDF_BYTES_PER_PAGE,
     PDF_TOKENS_PER_PAGE,
 };
+pub use memo::Memoized;
 
 use std::fmt;
 use std::str::FromStr;

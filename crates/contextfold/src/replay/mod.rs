@@ -74,6 +74,10 @@ pub struct ReplayConfig {
     pub counter: &'static dyn TokenCounter,
     /// The compactor for contextfold's strategies.
     pub compactor: Compactor,
+    /// contextfold compacts when the next request reaches this share of the usable window.
+    pub trigger: f64,
+    /// contextfold compacts to this share of the usable window.
+    pub target: f64,
 }
 
 /// The measurements of one strategy (over one session, or summed over several).
@@ -233,6 +237,8 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
         tools: conversation.tools.clone(),
         counter: config.counter,
         compactor: config.compactor.clone(),
+        trigger: config.trigger,
+        target: config.target,
     };
     let fixed = conversation.system.as_ref().map_or(0, |system| count_system(config.counter, system))
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(config.counter, tools));

@@ -5,8 +5,9 @@
 //! summarized stays so until it acts again. The emulations follow the documented behaviour
 //! of each tool, scaled to the window under test; they are emulations, not the tools.
 
-use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy};
+use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy, Target};
 use crate::middleware::{CompactionMiddleware, MiddlewareConfig};
+use crate::policy::{All, RateLimit, Threshold};
 use crate::summarize::{BoxFuture, Extractive, SummaryRequest, Usage};
 use contextfold_core::boundary::boundaries;
 use contextfold_core::conversation::{Block, ContentShape, Message, Role, System, ToolResultContent};
@@ -14,6 +15,7 @@ use contextfold_core::summary::assemble;
 use contextfold_core::tokens::{count_message, TokenCounter, TokenLedger};
 use contextfold_core::Conversation;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// What a strategy sends for one call.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +66,10 @@ pub struct Setting {
     pub counter: &'static dyn TokenCounter,
     /// The compactor contextfold's strategies use (its summarizer too).
     pub compactor: Compactor,
+    /// contextfold compacts when the next request reaches this share of the usable window.
+    pub trigger: f64,
+    /// contextfold compacts to this share of the usable window.
+    pub target: f64,
 }
 
 impl Setting {
@@ -106,8 +112,14 @@ impl Contextfold {
         let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
         config.system = setting.system.clone();
         config.tools = setting.tools.clone();
-        config.compact = CompactConfig { strategy, ..config.compact };
-        Contextfold { name: name.to_string(), middleware: CompactionMiddleware::new(setting.compactor.clone(), config) }
+        config.compact = CompactConfig {
+            strategy,
+            target: Target::Window { window: setting.window, reserve: setting.reserve, fraction: setting.target },
+            ..config.compact
+        };
+        let policy = All(vec![Arc::new(Threshold::Fraction(setting.trigger)), Arc::new(RateLimit::default())]);
+        let middleware = CompactionMiddleware::new(setting.compactor.clone(), config).with_policy(Arc::new(policy));
+        Contextfold { name: name.to_string(), middleware }
     }
 }
 
@@ -251,7 +263,7 @@ impl Emulation {
                 }
                 let wanted = self.working.len() - keep_messages;
                 let Some(cut) =
-                    boundaries(&self.working).into_iter().map(|cut| cut.index).filter(|&index| index <= wanted).last()
+                    boundaries(&self.working).into_iter().map(|cut| cut.index).rfind(|&index| index <= wanted)
                 else {
                     return false;
                 };
