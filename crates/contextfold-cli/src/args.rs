@@ -390,13 +390,9 @@ pub struct ReplayArgs {
     /// Tokens of the window kept free for the answer.
     #[arg(long, value_name = "R", default_value = "4000")]
     pub reserve: u64,
-    /// Strategies to compare, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "none,contextfold,contextfold-evict,contextfold-summarize,anthropic-clear,mask-10,codex,langchain,truncate"
-    )]
-    pub strategies: Vec<String>,
+    /// Strategies to compare, comma-separated [default: all of them].
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Option<Vec<String>>,
     /// Prices: sonnet, haiku, opus, or IN,OUT in dollars per million tokens.
     #[arg(long, default_value = "sonnet")]
     pub price: String,
@@ -421,6 +417,9 @@ pub struct ReplayArgs {
     /// Also write one CSV row per file, window and strategy.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Also write an SVG chart: request tokens per call of the first file and total cost, per window.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
     #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
     pub tokenizer: Tokenizer,

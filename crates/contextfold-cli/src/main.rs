@@ -7,6 +7,7 @@
 mod args;
 mod cmd;
 mod output;
+mod plot;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -11,6 +11,7 @@ use crate::compactor::{CompactConfig, Compactor, Target};
 use crate::event::{CompactionEvent, Trigger};
 use crate::policy::{default_policy, Decision, Policy, PolicyInput};
 use contextfold_core::clip::{clip, ClipConfig};
+use contextfold_core::evict::EvictConfig;
 use contextfold_core::hash::{canonical_json, fnv1a64};
 use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
 use contextfold_core::{Conversation, Message, Role, System};
@@ -43,12 +44,16 @@ impl MiddlewareConfig {
     /// of the usable window (tuned by replay over our corpus: a smaller context after a
     /// compaction is cheaper to re-read on every later call).
     pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
+        let defaults = CompactConfig::default();
+        let usable = window.saturating_sub(output_reserve);
         MiddlewareConfig {
             window,
             output_reserve,
             compact: CompactConfig {
-                target: Target::Window { window, reserve: output_reserve, fraction: 0.5 },
-                ..CompactConfig::default()
+                target: Target::Window { window, reserve: output_reserve, fraction: DEFAULT_TARGET },
+                // Each cache rewrite an eviction causes must free a tenth of the window.
+                evict: EvictConfig { clear_at_least: Some(usable / 10), ..defaults.evict.clone() },
+                ..defaults
             },
             system: None,
             tools: None,
@@ -85,6 +90,7 @@ struct State {
     turns_since: usize,
     tokens_at_compaction: u64,
     consecutive: usize,
+    calls: usize,
     /// Provider-reported input tokens over our estimate, smoothed.
     calibration: f64,
     last_estimate: u64,
@@ -114,8 +120,8 @@ fn fingerprint(message: &Message) -> u64 {
 }
 
 impl CompactionMiddleware {
-    /// A middleware compacting with `compactor` under the default policy (80% of the usable
-    /// window, rate-limited).
+    /// A middleware compacting with `compactor` under the default policy
+    /// ([`CostAware`](crate::policy::CostAware), rate-limited).
     pub fn new(compactor: Compactor, config: MiddlewareConfig) -> CompactionMiddleware {
         let counter = compactor.counter();
         let fixed_tokens = config.system.as_ref().map_or(0, |system| count_system(counter, system))
@@ -134,6 +140,7 @@ impl CompactionMiddleware {
                 turns_since: 0,
                 tokens_at_compaction: 0,
                 consecutive: 0,
+                calls: 0,
                 calibration: 1.0,
                 last_estimate: 0,
             }),
@@ -224,12 +231,15 @@ impl CompactionMiddleware {
             self.sync(&mut state, history);
             let estimate = self.fixed_tokens + state.ledger.total() + pending_tokens;
             state.last_estimate = estimate;
+            state.calls += 1;
             let input = PolicyInput {
                 request_tokens: (estimate as f64 * state.calibration) as u64,
                 usable_window: self.config.window.saturating_sub(self.config.output_reserve),
                 turns_since: state.turns_since,
                 tokens_since: state.ledger.total().saturating_sub(state.tokens_at_compaction),
                 consecutive: state.consecutive,
+                calls: state.calls,
+                target_tokens: self.config.compact.target.tokens(estimate),
             };
             (input, state.working.clone())
         };

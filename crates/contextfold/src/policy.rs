@@ -21,6 +21,10 @@ pub struct PolicyInput {
     pub tokens_since: u64,
     /// Compactions on consecutive calls, just before this one.
     pub consecutive: usize,
+    /// Calls prepared so far (this one included).
+    pub calls: usize,
+    /// The tokens a compaction would bring the history down to.
+    pub target_tokens: u64,
 }
 
 /// A policy's answer.
@@ -185,9 +189,70 @@ impl Policy for All {
     }
 }
 
-/// The default policy: compact at 80% of the usable window, rate-limited.
+/// How many more calls [`CostAware`] expects a session to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Horizon {
+    /// As many as it has made so far (a session that ran long tends to run on).
+    SoFar,
+    /// A fixed number.
+    Calls(usize),
+}
+
+/// Compacts when it pays under prompt caching: the cache reads saved on the calls still to
+/// come must exceed the one-time cost of rewriting the cache after the first changed block,
+/// and always before the window would overflow.
+///
+/// Per later call, a compaction from `request` to `target` tokens saves
+/// `(request − target) × 0.1` input-price units of cache reads; once, it costs
+/// `target × (1.25 − 0.1)` for writing the compacted prefix instead of reading it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostAware {
+    /// The calls still expected.
+    pub horizon: Horizon,
+    /// Never compact below this share of the usable window (0.0–1.0): small contexts are
+    /// cheap to keep and their content is the most useful.
+    pub floor: f64,
+}
+
+impl Default for CostAware {
+    /// Horizon [`Horizon::SoFar`], floor 0.5.
+    fn default() -> Self {
+        CostAware { horizon: Horizon::SoFar, floor: 0.5 }
+    }
+}
+
+impl CostAware {
+    /// Whether compacting now pays for itself over the horizon.
+    pub fn pays(&self, input: &PolicyInput) -> bool {
+        let calls = match self.horizon {
+            Horizon::SoFar => input.calls.max(1),
+            Horizon::Calls(calls) => calls,
+        } as f64;
+        let saved = input.request_tokens.saturating_sub(input.target_tokens) as f64 * 0.1 * calls;
+        let rewrite = input.target_tokens as f64 * (1.25 - 0.1);
+        saved > rewrite
+    }
+}
+
+impl Policy for CostAware {
+    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
+        let decision = if input.request_tokens > input.usable_window {
+            Decision::Compact
+        } else if (input.request_tokens as f64) < self.floor * input.usable_window as f64 {
+            Decision::Skip(format!("{} tokens are under the floor of the cost-aware policy", input.request_tokens))
+        } else if self.pays(input) {
+            Decision::Compact
+        } else {
+            Decision::Skip("compacting now would cost more in cache writes than it saves".into())
+        };
+        Box::pin(async move { decision })
+    }
+}
+
+/// The default policy: [`CostAware`], rate-limited. Replay over our corpus found it cheaper
+/// than a fixed threshold at every window tried (16k, 32k, 64k).
 pub fn default_policy() -> All {
-    All(vec![Arc::new(Threshold::Fraction(0.8)), Arc::new(RateLimit::default())])
+    All(vec![Arc::new(CostAware::default()), Arc::new(RateLimit::default())])
 }
 
 #[cfg(test)]
@@ -195,7 +260,15 @@ mod tests {
     use super::*;
 
     fn input(request_tokens: u64) -> PolicyInput {
-        PolicyInput { request_tokens, usable_window: 1_000, turns_since: 5, tokens_since: 5_000, consecutive: 0 }
+        PolicyInput {
+            request_tokens,
+            usable_window: 1_000,
+            turns_since: 5,
+            tokens_since: 5_000,
+            consecutive: 0,
+            calls: 10,
+            target_tokens: 300,
+        }
     }
 
     fn decide(policy: &dyn Policy, input: PolicyInput) -> Decision {
@@ -222,13 +295,29 @@ mod tests {
         let too_soon = PolicyInput { turns_since: 0, tokens_since: 10, ..input(900) };
         assert!(matches!(decide(&limit, too_soon), Decision::Skip(_)));
 
-        let policy = default_policy();
+        let policy = All(vec![Arc::new(Threshold::Fraction(0.8)), Arc::new(RateLimit::default())]);
         assert_eq!(decide(&policy, input(900)), Decision::Compact);
         assert!(matches!(decide(&policy, input(100)), Decision::Skip(_)));
+        assert!(!default_policy().is_off());
         let veto =
             All(vec![Arc::new(Threshold::Absolute(0)), Arc::new(Confirm(Arc::new(|_| Box::pin(async { false }))))]);
         assert_eq!(decide(&veto, input(900)), Decision::Skip("the confirmation callback declined".into()));
         assert!(All(vec![Arc::new(Off)]).is_off());
         assert!(!policy.is_off());
+    }
+
+    #[test]
+    fn cost_aware_compacts_when_it_pays() {
+        let policy = CostAware::default();
+        // 900 → 300 saves 60 per call; rewriting 300 costs 345: pays after 6 calls.
+        assert_eq!(decide(&policy, PolicyInput { calls: 10, ..input(900) }), Decision::Compact);
+        assert!(matches!(decide(&policy, PolicyInput { calls: 5, ..input(900) }), Decision::Skip(_)));
+        assert!(
+            matches!(decide(&policy, PolicyInput { calls: 1000, ..input(400) }), Decision::Skip(_)),
+            "under the floor"
+        );
+        assert_eq!(decide(&policy, PolicyInput { calls: 1, ..input(1_001) }), Decision::Compact, "overflow");
+        let fixed = CostAware { horizon: Horizon::Calls(100), floor: 0.0 };
+        assert_eq!(decide(&fixed, PolicyInput { calls: 1, ..input(400) }), Decision::Compact);
     }
 }

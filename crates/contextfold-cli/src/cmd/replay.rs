@@ -35,7 +35,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if files.is_empty() {
         bail!("no session files found");
     }
-    for name in &args.strategies {
+    let strategies: Vec<String> = match &args.strategies {
+        Some(names) => names.clone(),
+        None => contextfold::replay::strategies::STRATEGIES.iter().map(|name| name.to_string()).collect(),
+    };
+    for name in &strategies {
         if !contextfold::replay::strategies::STRATEGIES.contains(&name.as_str()) {
             bail!(
                 "unknown strategy `{name}` (expected one of {})",
@@ -87,7 +91,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                     let config = ReplayConfig {
                         window: *window,
                         reserve: args.reserve,
-                        strategies: args.strategies.clone(),
+                        strategies: strategies.clone(),
                         price,
                         cache: !args.no_cache,
                         counter,
@@ -125,9 +129,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let mut out = String::new();
     let mut rows = Vec::new();
+    let mut plotted = Vec::new();
     for window in &args.window {
-        let mut totals: Vec<StrategyResult> = args
-            .strategies
+        let mut totals: Vec<StrategyResult> = strategies
             .iter()
             .map(|name| StrategyResult { strategy: name.clone(), ..StrategyResult::default() })
             .collect();
@@ -141,11 +145,17 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             }
         }
         relate_to_none(&mut totals);
+        if args.plot.is_some() {
+            plotted.push((*window, count, totals.clone()));
+        }
         if args.json {
             rows.extend(totals.into_iter().map(|result| (*window, count, result)));
         } else {
             out.push_str(&table(*window, count, &totals));
         }
+    }
+    if let Some(path) = &args.plot {
+        write_plot(path, &per_file, &plotted, args.reserve)?;
     }
     if args.json {
         let json: Vec<JsonRow> =
@@ -170,6 +180,29 @@ fn replay_file(
         .map_err(anyhow::Error::msg)
         .with_context(|| shown.clone())?;
     Ok(FileResult { file: shown, window: config.window, results })
+}
+
+/// The plot: the first file's series and the totals over all files, per window.
+fn write_plot(
+    path: &Path,
+    files: &[FileResult],
+    totals: &[(u64, usize, Vec<StrategyResult>)],
+    reserve: u64,
+) -> anyhow::Result<()> {
+    let first = files.first().map_or("", |file| file.file.as_str());
+    let windows: Vec<crate::plot::WindowPlot> = totals
+        .iter()
+        .map(|(window, count, totals)| crate::plot::WindowPlot {
+            window: *window,
+            series: files
+                .iter()
+                .find(|file| file.file == first && file.window == *window)
+                .map_or(&[][..], |file| file.results.as_slice()),
+            totals,
+            files: *count,
+        })
+        .collect();
+    crate::plot::write(path, first, reserve, &windows)
 }
 
 fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {

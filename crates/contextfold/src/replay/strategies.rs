@@ -39,9 +39,10 @@ pub trait ReplayStrategy: Send {
 }
 
 /// The strategies replay knows, by name.
-pub const STRATEGIES: [&str; 9] = [
+pub const STRATEGIES: [&str; 10] = [
     "none",
     "contextfold",
+    "contextfold-threshold",
     "contextfold-evict",
     "contextfold-summarize",
     "anthropic-clear",
@@ -83,7 +84,8 @@ pub fn strategy(name: &str, setting: &Setting) -> Option<Box<dyn ReplayStrategy>
     let usable = setting.usable();
     Some(match name {
         "none" => Box::new(Emulation::new("none", setting, Rule::Never)),
-        "contextfold" => Box::new(Contextfold::new(name, setting, CompactStrategy::Auto)),
+        "contextfold" => Box::new(Contextfold::cost_aware(name, setting)),
+        "contextfold-threshold" => Box::new(Contextfold::new(name, setting, CompactStrategy::Auto)),
         "contextfold-evict" => Box::new(Contextfold::new(name, setting, CompactStrategy::Evict)),
         "contextfold-summarize" => Box::new(Contextfold::new(name, setting, CompactStrategy::Summarize)),
         "anthropic-clear" => {
@@ -120,6 +122,19 @@ impl Contextfold {
         let policy = All(vec![Arc::new(Threshold::Fraction(setting.trigger)), Arc::new(RateLimit::default())]);
         let middleware = CompactionMiddleware::new(setting.compactor.clone(), config).with_policy(Arc::new(policy));
         Contextfold { name: name.to_string(), middleware }
+    }
+}
+
+impl Contextfold {
+    /// contextfold's defaults: the cost-aware policy, evictions batched so that each cache
+    /// rewrite frees at least a tenth of the usable window.
+    fn cost_aware(name: &str, setting: &Setting) -> Contextfold {
+        let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
+        config.system = setting.system.clone();
+        config.tools = setting.tools.clone();
+        config.compact.target =
+            Target::Window { window: setting.window, reserve: setting.reserve, fraction: setting.target };
+        Contextfold { name: name.to_string(), middleware: CompactionMiddleware::new(setting.compactor.clone(), config) }
     }
 }
 

@@ -1,0 +1,209 @@
+//! `contextfold replay --plot FILE.svg`: request tokens per call and total cost per strategy.
+//!
+//! plotters is built without a font backend (no `ttf`, no `ab_glyph`): its SVG backend writes
+//! text as `<text>` elements for the viewer to render, and layout uses plotters' built-in width
+//! estimate, so no font file is read, bundled or looked up at run time.
+
+use crate::output::thousands;
+use anyhow::Context;
+use contextfold::replay::StrategyResult;
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+
+/// One window's row of the figure.
+pub struct WindowPlot<'a> {
+    /// The window.
+    pub window: u64,
+    /// The first file's results at this window (one series per strategy).
+    pub series: &'a [StrategyResult],
+    /// The results summed over all files at this window.
+    pub totals: &'a [StrategyResult],
+    /// How many files `totals` covers.
+    pub files: usize,
+}
+
+const WIDTH: u32 = 1500;
+const ROW_HEIGHT: u32 = 460;
+const FONT: &str = "sans-serif";
+
+/// Distinct colors (Tableau 10), one per strategy in the order given.
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn color(index: usize) -> RGBColor {
+    COLORS[index % COLORS.len()]
+}
+
+/// Writes the figure to `path`: one row per window, request tokens per call of the first
+/// file (`file`) on the left, total cost per strategy over all files on the right.
+pub fn write(path: &Path, file: &str, reserve: u64, windows: &[WindowPlot]) -> anyhow::Result<()> {
+    let mut svg = String::new();
+    let rows = u32::try_from(windows.len().max(1)).unwrap_or(u32::MAX);
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, ROW_HEIGHT.saturating_mul(rows))).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_error)?;
+        let areas = root.split_evenly((windows.len().max(1), 1));
+        for (area, plot) in areas.iter().zip(windows) {
+            let (left, right) = area.split_horizontally(WIDTH * 62 / 100);
+            line_chart(&left, file, reserve, plot)?;
+            cost_chart(&right, plot)?;
+        }
+        root.present().map_err(draw_error)?;
+    }
+    std::fs::write(path, svg).with_context(|| format!("{}: cannot write the plot", path.display()))
+}
+
+fn draw_error(err: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("cannot draw the plot: {err}")
+}
+
+fn line_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    file: &str,
+    reserve: u64,
+    plot: &WindowPlot,
+) -> anyhow::Result<()> {
+    let usable = plot.window.saturating_sub(reserve);
+    let calls = plot.series.iter().map(|result| result.request_tokens.len()).max().unwrap_or(0).max(2);
+    let peak = plot.series.iter().flat_map(|result| result.request_tokens.iter().copied()).max().unwrap_or(0);
+    let y_max = (peak.max(plot.window) as f64 * 1.08).max(1.0);
+    let x_max = calls as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("{file}, window {}", thousands(plot.window)), (FONT, 20))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(1f64..x_max, 0f64..y_max)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("call")
+        .y_desc("request tokens")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| thousands(y.round() as u64))
+        .max_light_lines(2)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .label_style((FONT, 13))
+        .draw()
+        .map_err(draw_error)?;
+
+    // The windows: the full one dotted, the usable one (less the reserve) dashed.
+    let label = (FONT, 13).into_font().color(&BLACK);
+    for (tokens, text, style, dash) in [
+        (plot.window, format!("window {}", thousands(plot.window)), RGBColor(150, 150, 150).stroke_width(1), 3),
+        (usable, format!("window \u{2212} reserve {}", thousands(usable)), BLACK.stroke_width(2), 9),
+    ] {
+        let y = tokens as f64;
+        chart
+            .draw_series(DashedLineSeries::new([(1.0, y), (x_max, y)], dash, 5, style))
+            .map_err(draw_error)?
+            .label(text.clone())
+            .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 18, y)], dash.min(5), 3, style));
+        // On the left, where the requests are still small, above the line.
+        let anchor = label.clone().pos(Pos::new(HPos::Left, VPos::Bottom));
+        chart.draw_series([Text::new(text, (1.0 + x_max * 0.01, y), anchor)]).map_err(draw_error)?;
+    }
+
+    for (index, result) in plot.series.iter().enumerate() {
+        let color = color(index);
+        let points: Vec<(f64, f64)> = result
+            .request_tokens
+            .iter()
+            .enumerate()
+            .map(|(call, tokens)| ((call + 1) as f64, *tokens as f64))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+            .map_err(draw_error)?
+            .label(result.strategy.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+        // Compactions: a small ring on the line at each call that compacted.
+        let marks = result.compaction_steps.iter().filter_map(|step| points.get(*step).copied());
+        chart
+            .draw_series(marks.map(|point| Circle::new(point, 4, ShapeStyle::from(color).stroke_width(2))))
+            .map_err(draw_error)?;
+    }
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(draw_error)?
+        .label("compaction")
+        .legend(|(x, y)| Circle::new((x + 9, y), 4, BLACK.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(draw_error)?;
+    Ok(())
+}
+
+fn cost_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &WindowPlot) -> anyhow::Result<()> {
+    let count = plot.totals.len().max(1);
+    let max_cost = plot.totals.iter().map(|result| result.cost_usd).fold(0.0, f64::max);
+    let x_max = if max_cost > 0.0 { max_cost * 1.35 } else { 1.0 };
+    let names: Vec<&str> = plot.totals.iter().map(|result| result.strategy.as_str()).collect();
+    let sessions = if plot.files == 1 { "1 session".to_string() } else { format!("{} sessions", plot.files) };
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("total cost, {sessions}, window {}", thousands(plot.window)), (FONT, 20))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(150)
+        .build_cartesian_2d(0f64..x_max, (0..count - 1).into_segmented())
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("US dollars")
+        .x_labels(6)
+        .x_label_formatter(&|x| format!("{x:.3}"))
+        .y_labels(count)
+        .y_label_formatter(&|value| match value {
+            SegmentValue::CenterOf(row) => (count - 1)
+                .checked_sub(*row)
+                .and_then(|i| names.get(i))
+                .map(|name| name.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        })
+        .max_light_lines(2)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(220, 220, 220))
+        .label_style((FONT, 13))
+        .draw()
+        .map_err(draw_error)?;
+    let label = (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    for (index, result) in plot.totals.iter().enumerate() {
+        let row = count - 1 - index;
+        let mut bar = Rectangle::new(
+            [(0.0, SegmentValue::Exact(row)), (result.cost_usd, SegmentValue::Exact(row + 1))],
+            color(index).filled(),
+        );
+        bar.set_margin(5, 5, 0, 0);
+        let ratio =
+            if result.cost_vs_none.is_finite() { format!("{:.2}\u{d7}", result.cost_vs_none) } else { "-".to_string() };
+        let text = Text::new(
+            format!(" {ratio}  ${:.4}", result.cost_usd),
+            (result.cost_usd, SegmentValue::CenterOf(row)),
+            label.clone(),
+        );
+        chart.draw_series([bar]).map_err(draw_error)?;
+        chart.draw_series([text]).map_err(draw_error)?;
+    }
+    Ok(())
+}
