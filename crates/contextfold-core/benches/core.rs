@@ -7,7 +7,7 @@
 
 use contextfold_core::evict::{evict, EvictConfig};
 use contextfold_core::plan::{plan_with_counts, PlanConfig};
-use contextfold_core::tokens::{count_conversation, count_messages, Estimate, TokenCounter, TokenLedger};
+use contextfold_core::tokens::{count_conversation, count_messages, Estimate, Memoized, TokenCounter, TokenLedger};
 use contextfold_core::{format, validate, Conversation};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use std::hint::black_box;
@@ -132,6 +132,23 @@ fn compaction_benches(c: &mut Criterion) {
             |mut copy| {
                 let plan = plan_with_counts(&copy, &plan_config, counter, &counts).map(|plan| plan.cut);
                 let report = evict(&mut copy, &evict_config, counter);
+                (plan, report.offloaded)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+
+    // A long-lived caller counts with a memoised counter: after the first pass, each text is
+    // hashed instead of counted again.
+    let memo = Memoized::new(Estimate);
+    let mut warm = conversation.clone();
+    evict(&mut warm, &evict_config, &memo);
+    group.bench_function("plan+evict(memoised estimate, warm)", |b| {
+        b.iter_batched(
+            || conversation.clone(),
+            |mut copy| {
+                let plan = plan_with_counts(&copy, &plan_config, &memo, &counts).map(|plan| plan.cut);
+                let report = evict(&mut copy, &evict_config, &memo);
                 (plan, report.offloaded)
             },
             BatchSize::LargeInput,

@@ -65,14 +65,32 @@ impl MiddlewareConfig {
 /// What to send, and what happened.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
-    /// The messages to send: the (possibly compacted) history, then the pending input.
-    pub messages: Vec<Message>,
+    /// The (possibly compacted) history to send, shared with the middleware's working copy
+    /// so that a call without compaction copies nothing.
+    pub history: Arc<Vec<Message>>,
+    /// The pending input, sent after the history (clipped on ingest when configured).
+    pub pending: Vec<Message>,
     /// The compaction, if one ran.
     pub event: Option<CompactionEvent>,
     /// Estimated tokens of the request (calibrated by reported usage).
     pub request_tokens: u64,
     /// Why no compaction ran, when the policy was asked and declined.
     pub skipped: Option<String>,
+}
+
+impl Prepared {
+    /// The messages to send: the history, then the pending input.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut messages = Vec::with_capacity(self.history.len() + self.pending.len());
+        messages.extend(self.history.iter().cloned());
+        messages.extend(self.pending.iter().cloned());
+        messages
+    }
+
+    /// The messages to send, without copying them.
+    pub fn iter(&self) -> impl Iterator<Item = &Message> {
+        self.history.iter().chain(&self.pending)
+    }
 }
 
 /// An observer of compaction events.
@@ -85,7 +103,7 @@ struct State {
     /// The fingerprint of the last covered message, to see the history only grew.
     source_last: u64,
     /// The working copy: the history as it is sent (compacted, evicted, clipped).
-    working: Vec<Message>,
+    working: Arc<Vec<Message>>,
     ledger: TokenLedger<'static>,
     turns_since: usize,
     tokens_at_compaction: u64,
@@ -135,7 +153,7 @@ impl CompactionMiddleware {
             state: Mutex::new(State {
                 source_len: 0,
                 source_last: 0,
-                working: Vec::new(),
+                working: Arc::new(Vec::new()),
                 ledger: TokenLedger::new(counter),
                 turns_since: 0,
                 tokens_at_compaction: 0,
@@ -181,7 +199,7 @@ impl CompactionMiddleware {
         let new = if extends {
             &history[state.source_len..]
         } else {
-            state.working.clear();
+            state.working = Arc::new(Vec::new());
             state.turns_since = 0;
             history
         };
@@ -192,7 +210,9 @@ impl CompactionMiddleware {
             added = incoming.messages;
         }
         state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
-        state.working.extend(added);
+        if !added.is_empty() {
+            Arc::make_mut(&mut state.working).extend(added);
+        }
         state.source_len = history.len();
         state.source_last = history.last().map_or(0, fingerprint);
         if extends {
@@ -250,16 +270,17 @@ impl CompactionMiddleware {
             Decision::Skip(reason) => {
                 self.lock().consecutive = 0;
                 return Prepared {
-                    messages: with_pending(working, pending),
+                    history: working,
+                    pending: pending.to_vec(),
                     event: None,
                     request_tokens: input.request_tokens,
                     skipped: Some(reason),
                 };
             }
         };
-        let (messages, event) = self.compact_working(working, trigger, pending_tokens).await;
-        let request_tokens = self.fixed_tokens + count_messages(counter, &messages) + pending_tokens;
-        Prepared { messages: with_pending(messages, pending), event, request_tokens, skipped: None }
+        let (history, event) = self.compact_working(&working, trigger, pending_tokens).await;
+        let request_tokens = self.fixed_tokens + count_messages(counter, &history) + pending_tokens;
+        Prepared { history, pending: pending.to_vec(), event, request_tokens, skipped: None }
     }
 
     /// Compacts now, whatever the policy says (a user's `/compact`), and returns the
@@ -270,18 +291,19 @@ impl CompactionMiddleware {
             self.sync(&mut state, history);
             state.working.clone()
         };
-        self.compact_working(working, Trigger::Manual, 0).await
+        let (messages, event) = self.compact_working(&working, Trigger::Manual, 0).await;
+        (messages.as_ref().clone(), event)
     }
 
     async fn compact_working(
         &self,
-        working: Vec<Message>,
+        working: &Arc<Vec<Message>>,
         trigger: Trigger,
         pending_tokens: u64,
-    ) -> (Vec<Message>, Option<CompactionEvent>) {
+    ) -> (Arc<Vec<Message>>, Option<CompactionEvent>) {
         let conversation = Conversation {
             system: self.config.system.clone(),
-            messages: working,
+            messages: working.as_ref().clone(),
             tools: self.config.tools.clone(),
             extra: Default::default(),
         };
@@ -301,7 +323,7 @@ impl CompactionMiddleware {
                 }
                 let mut guard = self.lock();
                 let state = &mut *guard;
-                state.working = compacted.conversation.messages;
+                state.working = Arc::new(compacted.conversation.messages);
                 state.ledger.resync(&state.working);
                 state.tokens_at_compaction = state.ledger.total();
                 state.turns_since = 0;
@@ -310,7 +332,7 @@ impl CompactionMiddleware {
             }
             Err(err) => {
                 tracing::warn!(error = %err, "contextfold compaction failed; sending the history as it is");
-                (conversation.messages, None)
+                (working.clone(), None)
             }
         }
     }
@@ -319,9 +341,4 @@ impl CompactionMiddleware {
     pub fn count(&self, message: &Message) -> u64 {
         count_message(self.compactor.counter(), message)
     }
-}
-
-fn with_pending(mut messages: Vec<Message>, pending: &[Message]) -> Vec<Message> {
-    messages.extend_from_slice(pending);
-    messages
 }

@@ -294,13 +294,13 @@ fn middleware_keeps_the_caller_history_and_stable_decisions() {
         let snapshot = history.clone();
         let prepared = runtime().block_on(middleware.prepare(&history, &[]));
         assert_eq!(history, snapshot, "the caller's history is never changed");
-        let request = Conversation { messages: prepared.messages.clone(), ..Conversation::default() };
+        let request = Conversation { messages: prepared.messages(), ..Conversation::default() };
         assert!(validate(&request).is_empty());
         assert!(prepared.request_tokens <= 5_000 || prepared.event.is_none(), "{}", prepared.request_tokens);
         match (&prepared.event, &previous) {
             (None, Some(previous)) => {
                 // Without a compaction, the request extends the previous one unchanged.
-                assert_eq!(&prepared.messages[..previous.len()], previous.as_slice(), "turn {turn}");
+                assert_eq!(&prepared.messages()[..previous.len()], previous.as_slice(), "turn {turn}");
             }
             (Some(event), _) => {
                 compactions += 1;
@@ -308,7 +308,7 @@ fn middleware_keeps_the_caller_history_and_stable_decisions() {
             }
             _ => {}
         }
-        previous = Some(prepared.messages);
+        previous = Some(prepared.messages());
     }
     assert!(compactions >= 1);
     assert_eq!(events.lock().unwrap().len(), compactions);
@@ -327,7 +327,7 @@ fn overflow_compacts_even_when_the_policy_declines_unless_off() {
     let off = CompactionMiddleware::new(Compactor::default(), config).with_policy(Arc::new(Off));
     let prepared = runtime().block_on(off.prepare(&history, &[]));
     assert!(prepared.event.is_none(), "off means off");
-    assert_eq!(prepared.messages, history);
+    assert_eq!(prepared.messages(), history);
 }
 
 #[test]
@@ -353,5 +353,5 @@ fn pending_input_counts_toward_the_request() {
     let without = runtime().block_on(middleware.prepare(&history, &[])).request_tokens;
     let with = runtime().block_on(middleware.prepare(&history, &pending));
     assert!(with.request_tokens > without + 400);
-    assert_eq!(with.messages.last(), pending.last());
+    assert_eq!(with.messages().last(), pending.last());
 }

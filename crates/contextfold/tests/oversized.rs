@@ -130,12 +130,13 @@ fn clip_on_ingest_keeps_a_huge_output_out_of_the_working_copy() {
     assert_eq!(text, diff, "the caller still holds the whole output");
     assert!(count_block(counter, block) > 400_000);
 
-    let (block, text) = diff_result(&prepared.messages);
+    let sent = prepared.messages();
+    let (block, text) = diff_result(&sent);
     assert!(count_block(counter, block) <= 1_000 + BLOCK_OVERHEAD, "{}", count_block(counter, block));
     assert!(text.contains(CLIP_PREFIX), "{text}");
     assert!(text.len() < 10_000);
-    assert_eq!(prepared.messages.len(), history.len());
-    assert!(validate(&Conversation { messages: prepared.messages.clone(), ..Conversation::default() }).is_empty());
+    assert_eq!(prepared.messages().len(), history.len());
+    assert!(validate(&Conversation { messages: prepared.messages(), ..Conversation::default() }).is_empty());
     assert!(prepared.event.is_none(), "clipped on ingest, the request fits without compacting");
     assert!(prepared.request_tokens < 20_000, "{}", prepared.request_tokens);
 
@@ -147,7 +148,7 @@ fn clip_on_ingest_keeps_a_huge_output_out_of_the_working_copy() {
         json!({"role": "user", "content": "Thanks."}),
     ]));
     let next = runtime().block_on(middleware.prepare(&grown, &[]));
-    assert_eq!(&next.messages[..prepared.messages.len()], prepared.messages.as_slice());
+    assert_eq!(&next.messages()[..prepared.messages().len()], prepared.messages().as_slice());
 }
 
 #[test]
@@ -168,9 +169,10 @@ fn without_clip_on_ingest_an_overflowing_request_is_compacted_to_fit() {
     assert_eq!(event.trigger, Trigger::Overflow);
     assert!(event.strategy.contains("clip"), "{}", event.strategy);
     assert!(prepared.request_tokens <= 28_000, "{}", prepared.request_tokens);
-    assert!(count_messages(counter, &prepared.messages) <= 28_000);
-    assert!(validate(&Conversation { messages: prepared.messages.clone(), ..Conversation::default() }).is_empty());
-    let (_, text) = diff_result(&prepared.messages);
+    assert!(count_messages(counter, &prepared.messages()) <= 28_000);
+    assert!(validate(&Conversation { messages: prepared.messages(), ..Conversation::default() }).is_empty());
+    let sent = prepared.messages();
+    let (_, text) = diff_result(&sent);
     assert!(text.contains(CLIP_PREFIX));
 }
 
@@ -186,7 +188,8 @@ fn a_huge_output_in_the_pending_input_is_clipped_on_ingest() {
     let mut history = messages(values);
     let pending = vec![history.pop().expect("the diff result")];
     let prepared = runtime().block_on(middleware.prepare(&history, &pending));
-    let (_, text) = diff_result(&prepared.messages);
+    let sent = prepared.messages();
+    let (_, text) = diff_result(&sent);
     assert_ne!(text, diff, "the pending result is clipped");
     assert!(text.contains("[contextfold: clipped "));
     assert!(prepared.request_tokens <= 192_000, "the request fits the window: {}", prepared.request_tokens);

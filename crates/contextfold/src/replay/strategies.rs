@@ -150,7 +150,7 @@ impl ReplayStrategy for Contextfold {
                 Some(event) => (true, event.summarizer_calls, event.summarizer_usage),
                 None => (false, 0, Usage::default()),
             };
-            Step { messages: prepared.messages, compacted, summarizer_calls, summarizer_usage }
+            Step { messages: prepared.messages(), compacted, summarizer_calls, summarizer_usage }
         })
     }
 }
