@@ -102,6 +102,14 @@ Exit codes:
   0  success
   2  usage or input error, or a summarizer failure with --strategy summarize";
 
+/// How to count tokens.
+#[derive(Debug, Args)]
+pub struct CountingArgs {
+    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
+    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
+    pub tokenizer: Tokenizer,
+}
+
 /// How to read input files.
 #[derive(Debug, Args)]
 pub struct InputArgs {
@@ -138,9 +146,8 @@ pub struct StatsArgs {
     /// Print one JSON object per file (JSON Lines) instead of a report.
     #[arg(long)]
     pub json: bool,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -208,9 +215,8 @@ pub struct CountArgs {
     /// Count the input as raw text rather than as a conversation.
     #[arg(long)]
     pub text: bool,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -239,9 +245,8 @@ pub struct PlanArgs {
     /// Print the plan as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -291,9 +296,8 @@ pub struct EvictArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -307,9 +311,8 @@ pub struct RenderArgs {
     /// The most tokens the transcript may hold.
     #[arg(long, value_name = "T", default_value = "20000")]
     pub budget: u64,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -371,9 +374,8 @@ pub struct CompactArgs {
     /// Print the report as JSON (one object per file, JSON Lines).
     #[arg(long)]
     pub json: bool,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -420,9 +422,8 @@ pub struct ReplayArgs {
     /// Also write an SVG chart: request tokens per call of the first file and total cost, per window.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// Token counter: o200k or cl100k (exact BPE), estimate (fast, calibrated), chars4.
-    #[arg(long, default_value = "o200k", value_parser = parse_tokenizer)]
-    pub tokenizer: Tokenizer,
+    #[command(flatten)]
+    pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
 }

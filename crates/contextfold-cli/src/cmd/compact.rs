@@ -141,7 +141,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
-    let compactor = Compactor::new(summarizer).with_counter(args.tokenizer.counter());
+    let compactor = Compactor::new(summarizer).with_counter(args.counting.tokenizer.counter());
     let config = args.config();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let progress = (several && std::io::stderr().is_terminal()).then(|| {

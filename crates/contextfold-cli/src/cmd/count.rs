@@ -7,7 +7,7 @@ use contextfold::input;
 use std::process::ExitCode;
 
 pub fn run(args: CountArgs) -> anyhow::Result<ExitCode> {
-    let counter = args.tokenizer.counter();
+    let counter = args.counting.tokenizer.counter();
     let tokens = if args.text {
         counter.count_text(&input::read_text(&args.file)?)
     } else {

@@ -38,7 +38,7 @@ struct Report {
 
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let mut parsed = super::load(&args.file, args.input.format)?;
-    let counter = args.tokenizer.counter();
+    let counter = args.counting.tokenizer.counter();
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
     let clipped = match args.max_tool_output {
         Some(limit) => {

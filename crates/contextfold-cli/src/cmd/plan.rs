@@ -24,7 +24,7 @@ impl PlanArgs {
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let parsed = super::load(&args.file, args.input.format)?;
-    let counter = args.tokenizer.counter();
+    let counter = args.counting.tokenizer.counter();
     let conversation = &parsed.conversation;
     let mut evicted = conversation.clone();
     let eviction = evict(&mut evicted, &EvictConfig::default(), counter);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let parsed = super::load(&args.file, args.input.format)?;
-    let text = render(&parsed.conversation.messages, args.budget, args.tokenizer.counter());
+    let text = render(&parsed.conversation.messages, args.budget, args.counting.tokenizer.counter());
     output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -52,7 +52,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
     // Replay counts the same outputs many times over; remember their counts.
-    let counter: &'static dyn TokenCounter = Box::leak(Box::new(Memoized::new(args.tokenizer.counter())));
+    let counter: &'static dyn TokenCounter = Box::leak(Box::new(Memoized::new(args.counting.tokenizer.counter())));
     let compactor = Compactor::new(summarizer).with_counter(counter);
     let jobs: Vec<(PathBuf, u64)> =
         files.iter().flat_map(|file| args.window.iter().map(move |window| (file.clone(), *window))).collect();

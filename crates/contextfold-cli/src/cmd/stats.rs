@@ -19,7 +19,7 @@ struct Report<'a> {
 }
 
 pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
-    let counter = args.tokenizer.counter();
+    let counter = args.counting.tokenizer.counter();
     let mut failed = false;
     for path in &args.files {
         let shown = Shown(path.clone());
