@@ -14,7 +14,7 @@
 use crate::boundary::current_loop_start;
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
 use crate::hash::{payload_ref, StableHasher};
-use crate::tokens::{count_block, count_conversation, TokenCounter};
+use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
@@ -181,9 +181,17 @@ impl Candidate<'_> {
 
 /// Evicts stale tool output from `conversation` in place.
 pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> EvictReport {
-    let tokens_before = count_conversation(counter, conversation);
+    // Every block is counted once; the sum is the conversation's count.
+    let counts: Vec<Vec<u64>> = conversation
+        .messages
+        .iter()
+        .map(|message| message.content.iter().map(|block| count_block(counter, block)).collect())
+        .collect();
+    let tokens_before = conversation.system.as_ref().map_or(0, |system| count_system(counter, system))
+        + conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools))
+        + counts.iter().map(|blocks| MESSAGE_OVERHEAD + blocks.iter().sum::<u64>()).sum::<u64>();
     let mut report = EvictReport { tokens_before, tokens_after: tokens_before, ..EvictReport::default() };
-    let order = choose(conversation, config, counter);
+    let order = choose(conversation, config, &counts);
     let mut planned: Vec<Offload> = Vec::new();
     let mut total = tokens_before;
     let mut freed_total = 0;
@@ -191,7 +199,8 @@ pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dy
         if config.target_tokens.is_some_and(|target| total <= target) {
             break;
         }
-        let Some(offload) = offload(&conversation.messages[choice.message], choice, counter) else {
+        let tokens = counts[choice.message][choice.block];
+        let Some(offload) = offload(&conversation.messages[choice.message], choice, tokens, counter) else {
             continue;
         };
         total -= offload.freed;
@@ -248,7 +257,7 @@ struct Choice {
 }
 
 /// The order in which to evict, relevance first, then oldest.
-fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> Vec<Choice> {
+fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]) -> Vec<Choice> {
     let messages = &conversation.messages;
     let calls: HashMap<&str, &ToolUse> = messages
         .iter()
@@ -272,7 +281,7 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
                     if config.exclude_tools.contains(&tool.name) {
                         continue;
                     }
-                    let tokens = count_block(counter, block);
+                    let tokens = counts[index][position];
                     candidates.push(Candidate {
                         message: index,
                         block: position,
@@ -379,7 +388,7 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counter: &dyn Token
             }
             for (position, block) in message.content.iter().enumerate() {
                 let Block::ToolUse(tool_use) = block else { continue };
-                if !input_is_cleared(&tool_use.input) && count_block(counter, block) > over {
+                if !input_is_cleared(&tool_use.input) && counts[index][position] > over {
                     order.push(Choice {
                         message: index,
                         block: position,
@@ -441,9 +450,8 @@ pub fn pointer(tool: &str, action: &Action, lines: usize, tokens: u64, reason: R
 }
 
 /// Plans one offload without applying it; `None` when it would free nothing.
-fn offload(message: &Message, choice: Choice, counter: &dyn TokenCounter) -> Option<Offload> {
+fn offload(message: &Message, choice: Choice, tokens: u64, counter: &dyn TokenCounter) -> Option<Offload> {
     let block = message.content.get(choice.block)?;
-    let tokens = count_block(counter, block);
     let (payload, replacement) = match block {
         Block::ToolResult(result) => {
             let payload = match &result.content {

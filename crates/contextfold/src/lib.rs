@@ -23,6 +23,7 @@ pub mod input;
 pub mod middleware;
 pub mod policy;
 pub mod replay;
+pub mod store;
 pub mod summarize;
 
 pub use contextfold_core as core;

@@ -1,0 +1,423 @@
+//! The cold layer: a session store that keeps the original history, offloaded payloads,
+//! summaries and compaction reports, so anything compaction removed can be recalled.
+//!
+//! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory and
+//! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search.
+//!
+//! The methods are synchronous: each is one short local transaction. Async callers that
+//! cannot afford to block may run them in `tokio::task::spawn_blocking`.
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+
+use crate::compactor::CompactionReport;
+use crate::summarize::Usage;
+use contextfold_core::clip::Clipped;
+use contextfold_core::evict::Offload;
+use contextfold_core::hash::{canonical_json, StableHasher};
+use contextfold_core::{ContentShape, Message};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// A session's id: an opaque string chosen by the store.
+pub type SessionId = String;
+
+/// A payload removed from the conversation (evicted or clipped), kept for recall.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    /// Its stable reference (`cf-…`, see [`contextfold_core::hash::payload_ref`]).
+    pub reference: String,
+    /// The session it came from.
+    pub session: SessionId,
+    /// The tool that produced it.
+    pub tool: String,
+    /// What the tool did (`file_read`, `shell`, …), or `clipped` for a clipped output.
+    pub kind: String,
+    /// The file, pattern, command or URL, when known.
+    pub target: Option<String>,
+    /// Its tokens before it was removed.
+    pub tokens: u64,
+    /// Index of its message in the compacted conversation's input.
+    pub message: usize,
+    /// Index of its block in that message.
+    pub block: usize,
+    /// The payload itself: a string or a block list, exactly as it was.
+    pub payload: Value,
+}
+
+impl Payload {
+    /// The payload of an evicted block.
+    pub fn from_offload(session: &str, item: &Offload) -> Payload {
+        let kind = match serde_json::to_value(item.kind) {
+            Ok(Value::String(kind)) => kind,
+            _ => format!("{:?}", item.kind),
+        };
+        Payload {
+            reference: item.reference.clone(),
+            session: session.to_string(),
+            tool: item.tool.clone(),
+            kind,
+            target: item.target.clone(),
+            tokens: item.tokens,
+            message: item.message,
+            block: item.block,
+            payload: item.payload.clone(),
+        }
+    }
+
+    /// The full payload of a clipped block.
+    pub fn from_clipped(session: &str, item: &Clipped) -> Payload {
+        Payload {
+            reference: item.reference.clone(),
+            session: session.to_string(),
+            tool: item.tool.clone(),
+            kind: "clipped".to_string(),
+            target: None,
+            tokens: item.tokens_before,
+            message: item.message,
+            block: item.block,
+            payload: item.payload.clone(),
+        }
+    }
+
+    /// Every payload a compaction removed: its evicted items, then its clipped outputs.
+    pub fn from_report(session: &str, report: &CompactionReport) -> Vec<Payload> {
+        report
+            .items
+            .iter()
+            .map(|item| Payload::from_offload(session, item))
+            .chain(report.clipped.iter().map(|item| Payload::from_clipped(session, item)))
+            .collect()
+    }
+}
+
+/// A summary of a conversation head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The hash of the head it summarizes (the summary cache key).
+    pub head_hash: String,
+    /// The summarizer that wrote it.
+    pub summarizer: String,
+    /// The summary text.
+    pub text: String,
+    /// Tokens the summarizer used.
+    pub usage: Usage,
+}
+
+/// One stored session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Its id.
+    pub id: SessionId,
+    /// The name or source it was created with.
+    pub name: String,
+    /// Messages stored.
+    pub messages: usize,
+    /// Payloads stored.
+    pub payloads: usize,
+    /// When it was created, in seconds since the Unix epoch.
+    pub created: u64,
+}
+
+/// What [`SessionStore::append_messages`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Appended {
+    /// Messages stored.
+    pub stored: usize,
+    /// Messages skipped because the same message is already stored at the same sequence.
+    pub skipped: usize,
+    /// The session's message count afterwards.
+    pub total: usize,
+}
+
+/// Where a search hit is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HitLocation {
+    /// A message, by its sequence number (its position in the stored history).
+    Message(usize),
+    /// A payload, by its reference.
+    Payload(String),
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The session it is in.
+    pub session: SessionId,
+    /// The message or payload it is in.
+    pub location: HitLocation,
+    /// The matching text around the match; the match itself is marked `[`…`]`.
+    pub snippet: String,
+}
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file is not a SQLite database.
+    #[error("{} is not a contextfold store (not a SQLite database)", .path.display())]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The store uses a schema this build does not know.
+    #[error(
+        "store {} was written by a newer contextfold (schema {found}, this build knows {known}); upgrade contextfold",
+        .path.display()
+    )]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// The file or its directory could not be created or read.
+    #[error("cannot open store {}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The session does not exist.
+    #[error("no session `{0}` in the store")]
+    UnknownSession(String),
+    /// The call was inconsistent (a payload of another session in a compaction).
+    #[error("invalid store call: {0}")]
+    Invalid(String),
+    /// A stored value could not be read back (a damaged store).
+    #[error("damaged store: {0}")]
+    Corrupt(String),
+    /// SQLite failed.
+    #[cfg(feature = "sqlite")]
+    #[error("store {}: {source}", .path.display())]
+    Sqlite {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: rusqlite::Error,
+    },
+}
+
+/// A place to keep sessions: their original history, removed payloads, summaries and
+/// compaction reports.
+///
+/// All methods are synchronous (see the [module documentation](self)); every write is
+/// atomic: it happens entirely or not at all.
+pub trait SessionStore: Send + Sync {
+    /// Creates an empty session named `name` (a file name, an agent id, …) and returns its id.
+    fn create_session(&self, name: &str) -> Result<SessionId, StoreError>;
+
+    /// Stores `messages` as the session's history from its start, each with its sequence
+    /// number (its position) and content hash.
+    ///
+    /// A message identical to the one already stored at its position is skipped, so
+    /// passing the whole, growing conversation on every call stores each message once.
+    /// From the first position that differs, the remaining messages are appended after
+    /// the stored history, which keeps what was stored; to append new messages without
+    /// this alignment, use [`SessionStore::push_messages`].
+    fn append_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError>;
+
+    /// Appends `messages` after the stored history, with no deduplication.
+    fn push_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError>;
+
+    /// Stores a payload; a payload already stored under the same reference for the same
+    /// session is kept as it is. Returns whether it was new.
+    fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError>;
+
+    /// The payload stored under `reference` (in any session), exactly as it was put.
+    fn recall(&self, reference: &str) -> Result<Option<Value>, StoreError>;
+
+    /// Stores a summary of the head with hash `summary.head_hash`; a later summary of the
+    /// same head by the same summarizer replaces it.
+    fn put_summary(&self, session: &str, summary: &Summary) -> Result<(), StoreError>;
+
+    /// The summaries of a session, oldest first.
+    fn summaries(&self, session: &str) -> Result<Vec<Summary>, StoreError>;
+
+    /// Stores a compaction report (the JSON of a [`CompactionReport`]).
+    fn put_report(&self, session: &str, report: &Value) -> Result<(), StoreError>;
+
+    /// The reports of a session, oldest first.
+    fn reports(&self, session: &str) -> Result<Vec<Value>, StoreError>;
+
+    /// Everything a compaction produced, in one transaction: the history it compacted
+    /// (stored as by [`SessionStore::append_messages`]), the payloads it removed (all of
+    /// `session`), its summary and its report. All of it is stored or none.
+    fn persist_compaction(
+        &self,
+        session: &str,
+        messages: &[Message],
+        payloads: &[Payload],
+        summary: Option<&Summary>,
+        report: &Value,
+    ) -> Result<Appended, StoreError>;
+
+    /// Every session, oldest first.
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// The session's stored history, in order.
+    fn export(&self, session: &str) -> Result<Vec<Message>, StoreError>;
+
+    /// Deletes a session with its messages, payloads, summaries and reports. Returns
+    /// whether it existed.
+    fn delete_session(&self, session: &str) -> Result<bool, StoreError>;
+
+    /// Messages and payloads matching the words of `query` (all of them, any case), in one
+    /// session or all, at most `limit`.
+    fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError>;
+}
+
+/// Checks that every payload of a compaction belongs to its session.
+pub(crate) fn check_payload_sessions(session: &str, payloads: &[Payload]) -> Result<(), StoreError> {
+    match payloads.iter().find(|payload| payload.session != session) {
+        Some(other) => Err(StoreError::Invalid(format!(
+            "payload {} belongs to session `{}`, not `{session}`",
+            other.reference, other.session
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The content hash of a message: its JSON (keys sorted) and its content shape.
+pub fn message_hash(message: &Message) -> String {
+    let shape: &[u8] = match message.shape {
+        ContentShape::Blocks => b"blocks",
+        ContentShape::Text => b"text",
+    };
+    let hash = StableHasher::default()
+        .write(b"message")
+        .write(shape)
+        .write(canonical_json(&message.to_value()).as_bytes())
+        .finish();
+    format!("{hash:016x}")
+}
+
+/// The searchable text of a JSON value: its strings, one a line (object keys left out).
+pub(crate) fn searchable_text(value: &Value) -> String {
+    fn walk(value: &Value, out: &mut String) {
+        match value {
+            Value::String(text) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(text);
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            Value::Object(map) => map.values().for_each(|item| walk(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(value, &mut out);
+    out
+}
+
+/// The searchable text of a message: the strings of its content.
+pub(crate) fn message_text(message: &Message) -> String {
+    let content = message.to_value().get("content").cloned().unwrap_or(Value::Null);
+    searchable_text(&content)
+}
+
+/// Reads back a message stored as its JSON and content shape.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn message_from_stored(json: &str, shape: &str, sequence: usize) -> Result<Message, StoreError> {
+    let value = decode_json(json, &format!("message {sequence}"))?;
+    let mut message = Message::from_value(value, sequence)
+        .map_err(|err| StoreError::Corrupt(format!("message {sequence}: {}", err.message)))?;
+    message.shape = if shape == "text" { ContentShape::Text } else { ContentShape::Blocks };
+    Ok(message)
+}
+
+/// The shape column of a message.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn shape_name(message: &Message) -> &'static str {
+    match message.shape {
+        ContentShape::Blocks => "blocks",
+        ContentShape::Text => "text",
+    }
+}
+
+/// How many leading `incoming` hashes equal the `stored` ones at the same position.
+pub(crate) fn aligned_prefix(stored: &[String], incoming: &[String]) -> usize {
+    stored.iter().zip(incoming).take_while(|(a, b)| a == b).count()
+}
+
+/// A new session id: the time and some randomness.
+pub(crate) fn new_session_id() -> SessionId {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("s{:x}{:06x}", nanos, fastrand::u32(..0x0100_0000))
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// `value` as stored text: its JSON, preceded, when it holds floating-point numbers, by a
+/// line `F<bits>,<bits>,…` giving their exact bits in document order.
+///
+/// serde_json (without its `float_roundtrip` feature) may read a float back one unit in the
+/// last place off; the bits make every stored value come back exactly.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn encode_json(value: &Value) -> String {
+    fn floats(value: &Value, out: &mut Vec<u64>) {
+        match value {
+            Value::Number(number) if !number.is_i64() && !number.is_u64() => {
+                out.push(number.as_f64().unwrap_or_default().to_bits())
+            }
+            Value::Array(items) => items.iter().for_each(|item| floats(item, out)),
+            Value::Object(map) => map.values().for_each(|item| floats(item, out)),
+            _ => {}
+        }
+    }
+    let mut bits = Vec::new();
+    floats(value, &mut bits);
+    let json = value.to_string();
+    if bits.is_empty() {
+        return json;
+    }
+    let bits: Vec<String> = bits.iter().map(u64::to_string).collect();
+    format!("F{}\n{json}", bits.join(","))
+}
+
+/// Reads text written by [`encode_json`]; `what` names it in errors.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn decode_json(text: &str, what: &str) -> Result<Value, StoreError> {
+    fn restore(value: &mut Value, bits: &mut std::slice::Iter<'_, u64>) {
+        match value {
+            Value::Number(number) if !number.is_i64() && !number.is_u64() => {
+                if let Some(exact) = bits.next().and_then(|bits| serde_json::Number::from_f64(f64::from_bits(*bits))) {
+                    *number = exact;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| restore(item, bits)),
+            Value::Object(map) => map.values_mut().for_each(|item| restore(item, bits)),
+            _ => {}
+        }
+    }
+    let corrupt = |detail: String| StoreError::Corrupt(format!("{what}: {detail}"));
+    let (bits, json) = match text.strip_prefix('F') {
+        Some(rest) => {
+            let (line, json) = rest.split_once('\n').ok_or_else(|| corrupt("no JSON after the float line".into()))?;
+            let bits = line
+                .split(',')
+                .map(str::parse::<u64>)
+                .collect::<Result<Vec<u64>, _>>()
+                .map_err(|err| corrupt(format!("bad float line: {err}")))?;
+            (bits, json)
+        }
+        None => (Vec::new(), text),
+    };
+    let mut value: Value = serde_json::from_str(json).map_err(|err| corrupt(format!("not JSON: {err}")))?;
+    if !bits.is_empty() {
+        restore(&mut value, &mut bits.iter());
+    }
+    Ok(value)
+}

@@ -1,0 +1,473 @@
+//! A session store in one SQLite file: WAL journal, a busy timeout for concurrent writers,
+//! `PRAGMA user_version` migrations, and an FTS5 index over message and payload text.
+
+use super::{
+    aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
+    new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
+    SessionStore, StoreError, Summary,
+};
+use crate::summarize::Usage;
+use contextfold_core::Message;
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The migrations, in order; migration `i` brings the schema to version `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created INTEGER NOT NULL
+);
+CREATE TABLE messages (
+    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE TABLE payloads (
+    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    ref TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    target TEXT,
+    tokens INTEGER NOT NULL,
+    message INTEGER NOT NULL,
+    block INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (session, ref)
+);
+CREATE INDEX payloads_ref ON payloads(ref);
+CREATE TABLE summaries (
+    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    head_hash TEXT NOT NULL,
+    summarizer TEXT NOT NULL,
+    text TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    created INTEGER NOT NULL,
+    PRIMARY KEY (session, head_hash, summarizer)
+);
+CREATE TABLE reports (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    json TEXT NOT NULL,
+    created INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
+"#];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// A [`SessionStore`] in a SQLite file. Several processes may open the same file; writers
+/// wait for each other up to the busy timeout (5 s).
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    connection: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating it (and its directory) when missing, readable and
+    /// writable by its owner only, and bringing its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        create_private(&path)?;
+        let sql = |source| sql_error(&path, source);
+        let mut connection = Connection::open(&path).map_err(sql)?;
+        connection.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
+        }
+        connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(sql)?;
+        connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
+        migrate(&mut connection, &path)?;
+        Ok(SqliteStore { path, connection: Mutex::new(connection) })
+    }
+
+    /// The file of the store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        sql_error(&self.path, source)
+    }
+
+    /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
+    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut connection = self.lock();
+        let transaction =
+            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|err| self.sql(err))?;
+        let value = work(&transaction)?;
+        transaction.commit().map_err(|err| self.sql(err))?;
+        Ok(value)
+    }
+
+    fn check_session(&self, transaction: &Transaction<'_>, session: &str) -> Result<(), StoreError> {
+        let found = transaction
+            .query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |_| Ok(()))
+            .optional()
+            .map_err(|err| self.sql(err))?;
+        found.ok_or_else(|| StoreError::UnknownSession(session.to_string()))
+    }
+
+    fn append_in(
+        &self,
+        transaction: &Transaction<'_>,
+        session: &str,
+        messages: &[Message],
+        align: bool,
+    ) -> Result<Appended, StoreError> {
+        self.check_session(transaction, session)?;
+        let sql = |err| self.sql(err);
+        let stored: Vec<String> = {
+            let mut statement =
+                transaction.prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq").map_err(sql)?;
+            let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
+            rows.collect::<Result<_, _>>().map_err(sql)?
+        };
+        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
+        let skipped = if align { aligned_prefix(&stored, &incoming) } else { 0 };
+        let mut sequence = stored.len();
+        for (message, hash) in messages.iter().zip(&incoming).skip(skipped) {
+            let json = encode_json(&message.to_value());
+            transaction
+                .prepare_cached("INSERT INTO messages (session, seq, hash, shape, json) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .and_then(|mut statement| {
+                    statement.execute(params![session, sequence as i64, hash, shape_name(message), json])
+                })
+                .map_err(sql)?;
+            index(transaction, session, "message", &sequence.to_string(), &message_text(message)).map_err(sql)?;
+            sequence += 1;
+        }
+        Ok(Appended { stored: messages.len() - skipped, skipped, total: sequence })
+    }
+
+    fn put_payload_in(&self, transaction: &Transaction<'_>, payload: &Payload) -> Result<bool, StoreError> {
+        self.check_session(transaction, &payload.session)?;
+        let sql = |err| self.sql(err);
+        let json = encode_json(&payload.payload);
+        let inserted = transaction
+            .prepare_cached(
+                "INSERT OR IGNORE INTO payloads (session, ref, tool, kind, target, tokens, message, block, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    payload.session,
+                    payload.reference,
+                    payload.tool,
+                    payload.kind,
+                    payload.target,
+                    payload.tokens as i64,
+                    payload.message as i64,
+                    payload.block as i64,
+                    json
+                ])
+            })
+            .map_err(sql)?;
+        if inserted > 0 {
+            index(transaction, &payload.session, "payload", &payload.reference, &searchable_text(&payload.payload))
+                .map_err(sql)?;
+        }
+        Ok(inserted > 0)
+    }
+
+    fn put_summary_in(
+        &self,
+        transaction: &Transaction<'_>,
+        session: &str,
+        summary: &Summary,
+    ) -> Result<(), StoreError> {
+        self.check_session(transaction, session)?;
+        transaction
+            .execute(
+                "INSERT OR REPLACE INTO summaries \
+                 (session, head_hash, summarizer, text, input_tokens, output_tokens, created) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    session,
+                    summary.head_hash,
+                    summary.summarizer,
+                    summary.text,
+                    summary.usage.input_tokens as i64,
+                    summary.usage.output_tokens as i64,
+                    now_secs() as i64
+                ],
+            )
+            .map_err(|err| self.sql(err))?;
+        Ok(())
+    }
+
+    fn put_report_in(&self, transaction: &Transaction<'_>, session: &str, report: &Value) -> Result<(), StoreError> {
+        self.check_session(transaction, session)?;
+        transaction
+            .execute(
+                "INSERT INTO reports (session, json, created) VALUES (?1, ?2, ?3)",
+                params![session, encode_json(report), now_secs() as i64],
+            )
+            .map_err(|err| self.sql(err))?;
+        Ok(())
+    }
+}
+
+/// Adds `body` to the full-text index.
+fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, body: &str) -> rusqlite::Result<()> {
+    transaction
+        .prepare_cached("INSERT INTO search (session, kind, key, body) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![session, kind, key, body])
+        .map(drop)
+}
+
+/// Creates `path` (and its directory) with owner-only permissions when it does not exist.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(io(err)),
+    }
+}
+
+fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
+    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
+        StoreError::NotAStore { path: path.to_path_buf() }
+    } else {
+        StoreError::Sqlite { path: path.to_path_buf(), source }
+    }
+}
+
+/// Applies the migrations the file has not seen, each in its own transaction.
+fn migrate(connection: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let sql = |source| sql_error(path, source);
+    loop {
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        // Read again under the write lock: another process may have migrated meanwhile.
+        let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
+        }
+        let Some(migration) = usize::try_from(version).ok().and_then(|version| MIGRATIONS.get(version)) else {
+            return Ok(());
+        };
+        transaction.execute_batch(migration).map_err(sql)?;
+        transaction.pragma_update(None, "user_version", version + 1).map_err(sql)?;
+        transaction.commit().map_err(sql)?;
+    }
+}
+
+/// `query` as an FTS5 query: each word quoted (so punctuation is not syntax), all required.
+fn fts_query(query: &str) -> String {
+    query.split_whitespace().map(|word| format!("\"{}\"", word.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
+}
+
+fn to_usize(value: i64) -> usize {
+    usize::try_from(value).unwrap_or(0)
+}
+
+impl SessionStore for SqliteStore {
+    fn create_session(&self, name: &str) -> Result<SessionId, StoreError> {
+        let id = new_session_id();
+        self.write(|transaction| {
+            transaction
+                .execute(
+                    "INSERT INTO sessions (id, name, created) VALUES (?1, ?2, ?3)",
+                    params![id, name, now_secs() as i64],
+                )
+                .map_err(|err| self.sql(err))
+        })?;
+        Ok(id)
+    }
+
+    fn append_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
+        self.write(|transaction| self.append_in(transaction, session, messages, true))
+    }
+
+    fn push_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
+        self.write(|transaction| self.append_in(transaction, session, messages, false))
+    }
+
+    fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError> {
+        self.write(|transaction| self.put_payload_in(transaction, payload))
+    }
+
+    fn recall(&self, reference: &str) -> Result<Option<Value>, StoreError> {
+        let json: Option<String> = self
+            .lock()
+            .query_row("SELECT payload FROM payloads WHERE ref = ?1 LIMIT 1", [reference], |row| row.get(0))
+            .optional()
+            .map_err(|err| self.sql(err))?;
+        json.map(|json| decode_json(&json, &format!("payload {reference}"))).transpose()
+    }
+
+    fn put_summary(&self, session: &str, summary: &Summary) -> Result<(), StoreError> {
+        self.write(|transaction| self.put_summary_in(transaction, session, summary))
+    }
+
+    fn summaries(&self, session: &str) -> Result<Vec<Summary>, StoreError> {
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let mut statement = connection
+            .prepare(
+                "SELECT head_hash, summarizer, text, input_tokens, output_tokens FROM summaries \
+                 WHERE session = ?1 ORDER BY created, rowid",
+            )
+            .map_err(sql)?;
+        let rows = statement
+            .query_map([session], |row| {
+                Ok(Summary {
+                    head_hash: row.get(0)?,
+                    summarizer: row.get(1)?,
+                    text: row.get(2)?,
+                    usage: Usage {
+                        input_tokens: row.get::<_, i64>(3)?.max(0) as u64,
+                        output_tokens: row.get::<_, i64>(4)?.max(0) as u64,
+                    },
+                })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+
+    fn put_report(&self, session: &str, report: &Value) -> Result<(), StoreError> {
+        self.write(|transaction| self.put_report_in(transaction, session, report))
+    }
+
+    fn reports(&self, session: &str) -> Result<Vec<Value>, StoreError> {
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let mut statement =
+            connection.prepare("SELECT json FROM reports WHERE session = ?1 ORDER BY id").map_err(sql)?;
+        let rows = statement.query_map([session], |row| row.get::<_, String>(0)).map_err(sql)?;
+        rows.map(|json| {
+            let json = json.map_err(sql)?;
+            decode_json(&json, "report")
+        })
+        .collect()
+    }
+
+    fn persist_compaction(
+        &self,
+        session: &str,
+        messages: &[Message],
+        payloads: &[Payload],
+        summary: Option<&Summary>,
+        report: &Value,
+    ) -> Result<Appended, StoreError> {
+        check_payload_sessions(session, payloads)?;
+        self.write(|transaction| {
+            let appended = self.append_in(transaction, session, messages, true)?;
+            for payload in payloads {
+                self.put_payload_in(transaction, payload)?;
+            }
+            if let Some(summary) = summary {
+                self.put_summary_in(transaction, session, summary)?;
+            }
+            self.put_report_in(transaction, session, report)?;
+            Ok(appended)
+        })
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let mut statement = connection
+            .prepare(
+                "SELECT id, name, created, \
+                 (SELECT COUNT(*) FROM messages WHERE session = sessions.id), \
+                 (SELECT COUNT(*) FROM payloads WHERE session = sessions.id) \
+                 FROM sessions ORDER BY created, rowid",
+            )
+            .map_err(sql)?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok(SessionInfo {
+                    id: row.get(0)?,
+                    name: row.get(1)?,
+                    created: row.get::<_, i64>(2)?.max(0) as u64,
+                    messages: to_usize(row.get(3)?),
+                    payloads: to_usize(row.get(4)?),
+                })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+
+    fn export(&self, session: &str) -> Result<Vec<Message>, StoreError> {
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let exists = connection
+            .query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |_| Ok(()))
+            .optional()
+            .map_err(sql)?;
+        if exists.is_none() {
+            return Err(StoreError::UnknownSession(session.to_string()));
+        }
+        let mut statement =
+            connection.prepare("SELECT seq, shape, json FROM messages WHERE session = ?1 ORDER BY seq").map_err(sql)?;
+        let rows = statement
+            .query_map([session], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)))
+            .map_err(sql)?;
+        rows.map(|row| {
+            let (sequence, shape, json) = row.map_err(sql)?;
+            message_from_stored(&json, &shape, to_usize(sequence))
+        })
+        .collect()
+    }
+
+    fn delete_session(&self, session: &str) -> Result<bool, StoreError> {
+        self.write(|transaction| {
+            let sql = |err| self.sql(err);
+            transaction.execute("DELETE FROM search WHERE session = ?1", [session]).map_err(sql)?;
+            // The other tables follow by ON DELETE CASCADE.
+            let deleted = transaction.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(sql)?;
+            Ok(deleted > 0)
+        })
+    }
+
+    fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
+        let query = fts_query(query);
+        if query.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let mut statement = connection
+            .prepare(
+                "SELECT session, kind, key, snippet(search, 3, '[', ']', '…', 16) FROM search \
+                 WHERE search MATCH ?1 AND (?2 IS NULL OR session = ?2) ORDER BY rank LIMIT ?3",
+            )
+            .map_err(sql)?;
+        let rows = statement
+            .query_map(params![query, session, limit as i64], |row| {
+                let kind: String = row.get(1)?;
+                let key: String = row.get(2)?;
+                let location = if kind == "message" {
+                    HitLocation::Message(key.parse().unwrap_or(usize::MAX))
+                } else {
+                    HitLocation::Payload(key)
+                };
+                Ok(Hit { session: row.get(0)?, location, snippet: row.get(3)? })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+}
