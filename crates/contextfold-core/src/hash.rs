@@ -41,6 +41,61 @@ impl StableHasher {
     }
 }
 
+impl std::io::Write for StableHasher {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for &byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A fingerprint of `message` that changes when any of its content does, computed by
+/// walking the message without building its JSON (cheap enough to run on every call).
+pub fn message_fingerprint(message: &crate::conversation::Message) -> u64 {
+    use crate::conversation::{Block, ToolResultContent};
+    fn hash_blocks(hasher: &mut StableHasher, list: &[Block]) {
+        for block in list {
+            hasher.write(block.kind().as_bytes());
+            match block {
+                Block::Text(text) => {
+                    hasher.write(text.text.as_bytes());
+                }
+                Block::ToolUse(tool_use) => {
+                    hasher.write(tool_use.id.as_bytes()).write(tool_use.name.as_bytes());
+                    // Writing into a hasher cannot fail.
+                    let _ = serde_json::to_writer(&mut *hasher, &tool_use.input);
+                }
+                Block::ToolResult(result) => {
+                    hasher.write(result.tool_use_id.as_bytes()).write(&[u8::from(result.is_error())]);
+                    match &result.content {
+                        Some(ToolResultContent::Text(text)) => {
+                            hasher.write(text.as_bytes());
+                        }
+                        Some(ToolResultContent::Blocks(inner)) => hash_blocks(hasher, inner),
+                        None => {}
+                    }
+                }
+                Block::Thinking(thinking) => {
+                    hasher.write(thinking.thinking.as_bytes());
+                }
+                other => {
+                    let _ = serde_json::to_writer(&mut *hasher, &other.to_value());
+                }
+            }
+        }
+    }
+    let mut hasher = StableHasher::default();
+    hasher.write(message.role.as_str().as_bytes());
+    hash_blocks(&mut hasher, &message.content);
+    hasher.finish()
+}
+
 /// `value` as JSON with object keys sorted, so equal values hash equally whatever order
 /// their keys came in.
 pub fn canonical_json(value: &serde_json::Value) -> String {
@@ -99,6 +154,15 @@ mod tests {
             StableHasher::default().write(b"ab").write(b"c").finish(),
             StableHasher::default().write(b"a").write(b"bc").finish()
         );
+    }
+
+    #[test]
+    fn message_fingerprints_see_every_change() {
+        use crate::conversation::{Message, Role};
+        let base = Message::text(Role::User, "hello");
+        assert_eq!(message_fingerprint(&base), message_fingerprint(&base.clone()));
+        assert_ne!(message_fingerprint(&base), message_fingerprint(&Message::text(Role::User, "hellO")));
+        assert_ne!(message_fingerprint(&base), message_fingerprint(&Message::text(Role::Assistant, "hello")));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::event::{CompactionEvent, Trigger};
 use crate::policy::{default_policy, Decision, Policy, PolicyInput};
 use contextfold_core::clip::{clip, ClipConfig};
 use contextfold_core::evict::EvictConfig;
-use contextfold_core::hash::{canonical_json, fnv1a64};
+use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
 use contextfold_core::{Conversation, Message, Role, System};
 use serde_json::Value;
@@ -134,7 +134,7 @@ impl std::fmt::Debug for CompactionMiddleware {
 }
 
 fn fingerprint(message: &Message) -> u64 {
-    fnv1a64(canonical_json(&message.to_value()).as_bytes())
+    message_fingerprint(message)
 }
 
 impl CompactionMiddleware {

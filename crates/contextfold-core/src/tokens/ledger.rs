@@ -2,8 +2,8 @@
 //! conversation that grew by one message costs that one message to recount.
 //!
 //! Design choice: the ledger assumes the history is append-only between calls and checks
-//! only the *last* message it already knows, by a fingerprint (FNV-1a over the message's
-//! JSON). When that message changed, or the history got shorter, it recounts everything,
+//! only the *last* message it already knows, by a fingerprint of its content
+//! ([`crate::hash::message_fingerprint`]). When that message changed, or the history got shorter, it recounts everything,
 //! reusing the count of every message whose fingerprint it still knows. An edit to an
 //! *earlier* message that leaves the last known one intact is not seen by [`sync`]; after
 //! editing history in place, call [`resync`] (or [`clear`]).
@@ -15,7 +15,7 @@
 use super::count::{count_message, count_system, count_tools};
 use super::TokenCounter;
 use crate::conversation::{Conversation, Message};
-use crate::hash::{fnv1a64, StableHasher};
+use crate::hash::StableHasher;
 use std::collections::HashMap;
 
 /// Per-message token counts of one conversation, kept up to date incrementally.
@@ -177,7 +177,7 @@ impl std::fmt::Debug for TokenLedger<'_> {
 
 /// A message's fingerprint: FNV-1a of its JSON (role, content and extra fields).
 fn fingerprint(message: &Message) -> u64 {
-    fnv1a64(message.to_value().to_string().as_bytes())
+    crate::hash::message_fingerprint(message)
 }
 
 #[cfg(test)]
