@@ -102,6 +102,23 @@ Exit codes:
   0  success
   2  usage or input error, or a summarizer failure with --strategy summarize";
 
+/// Which summarizer, and how to reach an LLM one.
+#[derive(Debug, Args)]
+pub struct LlmArgs {
+    /// extractive, anthropic[:MODEL] or openai[:MODEL].
+    #[arg(long, default_value = "extractive", value_name = "NAME")]
+    pub summarizer: String,
+    /// The LLM server's base URL (overrides ANTHROPIC_BASE_URL / OPENAI_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Retries of a failed LLM request (429, 5xx, 529, timeouts, unreachable) [default: 4].
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// Seconds one LLM request may take [default: 120].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+}
+
 /// How to count tokens.
 #[derive(Debug, Args)]
 pub struct CountingArgs {
@@ -350,12 +367,8 @@ pub struct CompactArgs {
     /// Keep a verbatim tail of at most K tokens.
     #[arg(long, value_name = "K")]
     pub keep_tokens: Option<u64>,
-    /// extractive, anthropic[:MODEL] or openai[:MODEL].
-    #[arg(long, default_value = "extractive", value_name = "NAME")]
-    pub summarizer: String,
-    /// The LLM server's base URL (overrides ANTHROPIC_BASE_URL / OPENAI_BASE_URL).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
     /// The most tokens the summary may hold.
     #[arg(long, value_name = "N", default_value = "2000")]
     pub summary_tokens: u64,
@@ -407,12 +420,8 @@ pub struct ReplayArgs {
     /// contextfold compacts to this share of the usable window.
     #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
     pub target: f64,
-    /// extractive, anthropic[:MODEL] or openai[:MODEL] for contextfold's summaries.
-    #[arg(long, default_value = "extractive", value_name = "NAME")]
-    pub summarizer: String,
-    /// The LLM server's base URL.
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
     /// Print the results as JSON: one object per window and strategy, summed over files.
     #[arg(long)]
     pub json: bool,

@@ -1,6 +1,6 @@
 //! `contextfold compact`: compact files to a budget, with a report.
 
-use crate::args::CompactArgs;
+use crate::args::{CompactArgs, LlmArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
@@ -45,34 +45,35 @@ impl CompactArgs {
     }
 }
 
-/// The summarizer `spec` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
-pub fn summarizer(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn Summarizer>> {
-    let (name, model) = match spec.split_once(':') {
+/// The summarizer `llm.summarizer` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
+pub fn summarizer(llm: &LlmArgs) -> anyhow::Result<Arc<dyn Summarizer>> {
+    let (name, model) = match llm.summarizer.split_once(':') {
         Some((name, model)) => (name, Some(model)),
-        None => (spec, None),
+        None => (llm.summarizer.as_str(), None),
     };
+    // The two builders share their setters; a macro applies the flags to either.
+    macro_rules! configure {
+        ($builder:expr) => {{
+            let mut builder = $builder;
+            if let Some(model) = model {
+                builder = builder.model(model);
+            }
+            if let Some(url) = &llm.base_url {
+                builder = builder.base_url(url.as_str());
+            }
+            if let Some(retries) = llm.max_retries {
+                builder = builder.max_retries(retries);
+            }
+            if let Some(seconds) = llm.timeout {
+                builder = builder.timeout(std::time::Duration::from_secs(seconds));
+            }
+            Arc::new(builder.build()?)
+        }};
+    }
     Ok(match name {
         "extractive" => Arc::new(Extractive::default()),
-        "anthropic" => {
-            let mut builder = contextfold::summarize::http::Anthropic::from_env();
-            if let Some(model) = model {
-                builder = builder.model(model);
-            }
-            if let Some(url) = base_url {
-                builder = builder.base_url(url);
-            }
-            Arc::new(builder.build()?)
-        }
-        "openai" => {
-            let mut builder = contextfold::summarize::http::OpenAiCompatible::from_env();
-            if let Some(model) = model {
-                builder = builder.model(model);
-            }
-            if let Some(url) = base_url {
-                builder = builder.base_url(url);
-            }
-            Arc::new(builder.build()?)
-        }
+        "anthropic" => configure!(contextfold::summarize::http::Anthropic::from_env()),
+        "openai" => configure!(contextfold::summarize::http::OpenAiCompatible::from_env()),
         other => bail!("unknown summarizer `{other}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])"),
     })
 }
@@ -127,11 +128,14 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     }
     let mut notes = Vec::new();
     let known = ["extractive", "anthropic", "openai"];
-    let name = args.summarizer.split(':').next().unwrap_or("");
+    let name = args.llm.summarizer.split(':').next().unwrap_or("");
     if !known.contains(&name) {
-        bail!("unknown summarizer `{}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])", args.summarizer);
+        bail!(
+            "unknown summarizer `{}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])",
+            args.llm.summarizer
+        );
     }
-    let summarizer = match summarizer(&args.summarizer, args.base_url.as_deref()) {
+    let summarizer = match summarizer(&args.llm) {
         Ok(summarizer) => summarizer,
         Err(err) if args.strategy == Strategy::Auto && name != "extractive" => {
             let note = format!("{err:#}; using the extractive summarizer instead");

@@ -47,7 +47,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let summarizer = match summarizer(&args.summarizer, args.base_url.as_deref()) {
+    let summarizer = match summarizer(&args.llm) {
         Ok(summarizer) => summarizer,
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
