@@ -13,6 +13,7 @@
 
 use crate::boundary::current_loop_start;
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
+use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
 use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
 use crate::tools::{classify, Action, ActionKind, Preset};
@@ -419,11 +420,7 @@ pub fn short_tokens(tokens: u64) -> String {
 }
 
 fn clip(text: &str, max_chars: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    match line.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_string(),
-    }
+    clip_chars(text.lines().next().unwrap_or(""), max_chars)
 }
 
 fn restore_hint(kind: ActionKind) -> &'static str {

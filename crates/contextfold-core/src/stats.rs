@@ -4,6 +4,7 @@
 //! `--json` shape of `contextfold stats`.
 
 use crate::conversation::{Block, Conversation, Role};
+use crate::extract::first_line;
 use crate::tokens::{count_block, count_conversation, TokenCounter};
 use crate::validate::{validate, Problem};
 use serde::Serialize;
@@ -132,7 +133,7 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
                         tool: tool.to_string(),
                         tokens: count,
                         is_error: result.is_error(),
-                        preview: preview(&result.text()),
+                        preview: first_line(&result.text(), 80),
                     });
                 }
                 _ => {}
@@ -153,14 +154,6 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
         tokenizer: counter.name().to_string(),
         valid: problems.is_empty(),
         problems,
-    }
-}
-
-fn preview(text: &str) -> String {
-    let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("").trim();
-    match line.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_string(),
     }
 }
 

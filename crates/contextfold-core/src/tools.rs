@@ -359,11 +359,7 @@ fn is_search(program: &str, words: &[&str]) -> bool {
 }
 
 fn first_line(command: &str) -> String {
-    let line = command.lines().next().unwrap_or("").trim();
-    match line.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_string(),
-    }
+    crate::extract::clip_chars(command.lines().next().unwrap_or("").trim(), 200)
 }
 
 /// The file a `>` or `>>` redirect writes to.

@@ -133,10 +133,6 @@ impl std::fmt::Debug for CompactionMiddleware {
     }
 }
 
-fn fingerprint(message: &Message) -> u64 {
-    message_fingerprint(message)
-}
-
 impl CompactionMiddleware {
     /// A middleware compacting with `compactor` under the default policy
     /// ([`CostAware`](crate::policy::CostAware), rate-limited).
@@ -195,7 +191,7 @@ impl CompactionMiddleware {
     fn sync(&self, state: &mut State, history: &[Message]) {
         let extends = state.source_len > 0
             && history.len() >= state.source_len
-            && fingerprint(&history[state.source_len - 1]) == state.source_last;
+            && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
         let new = if extends {
             &history[state.source_len..]
         } else {
@@ -214,7 +210,7 @@ impl CompactionMiddleware {
             Arc::make_mut(&mut state.working).extend(added);
         }
         state.source_len = history.len();
-        state.source_last = history.last().map_or(0, fingerprint);
+        state.source_last = history.last().map_or(0, message_fingerprint);
         if extends {
             state.ledger.sync(&state.working);
         } else {

@@ -15,7 +15,7 @@
 use super::count::{count_message, count_system, count_tools};
 use super::TokenCounter;
 use crate::conversation::{Conversation, Message};
-use crate::hash::StableHasher;
+use crate::hash::{message_fingerprint, StableHasher};
 use std::collections::HashMap;
 
 /// Per-message token counts of one conversation, kept up to date incrementally.
@@ -96,7 +96,7 @@ impl<'a> TokenLedger<'a> {
         let unchanged = known <= messages.len()
             && match known.checked_sub(1) {
                 None => true,
-                Some(last) => self.entries[last].fingerprint == fingerprint(&messages[last]),
+                Some(last) => self.entries[last].fingerprint == message_fingerprint(&messages[last]),
             };
         if !unchanged {
             return self.resync(messages);
@@ -113,7 +113,7 @@ impl<'a> TokenLedger<'a> {
         let known: HashMap<u64, u64> = self.entries.drain(..).map(|entry| (entry.fingerprint, entry.tokens)).collect();
         self.total = 0;
         for message in messages {
-            let print = fingerprint(message);
+            let print = message_fingerprint(message);
             self.push(message, Some((print, known.get(&print).copied())));
         }
         self.total
@@ -158,7 +158,7 @@ impl<'a> TokenLedger<'a> {
         let (fingerprint, tokens) = match known {
             Some((print, Some(tokens))) => (print, tokens),
             Some((print, None)) => (print, count_message(self.counter, message)),
-            None => (fingerprint(message), count_message(self.counter, message)),
+            None => (message_fingerprint(message), count_message(self.counter, message)),
         };
         self.total += tokens;
         self.entries.push(Entry { fingerprint, tokens });
@@ -173,11 +173,6 @@ impl std::fmt::Debug for TokenLedger<'_> {
             .field("total", &self.total)
             .finish()
     }
-}
-
-/// A message's fingerprint: FNV-1a of its JSON (role, content and extra fields).
-fn fingerprint(message: &Message) -> u64 {
-    crate::hash::message_fingerprint(message)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub mod strategies;
 use crate::compactor::Compactor;
 use crate::summarize::Usage;
 use contextfold_core::extract::extract;
-use contextfold_core::hash::{canonical_json, fnv1a64};
+use contextfold_core::hash::{canonical_json, fnv1a64, message_fingerprint};
 use contextfold_core::probe::{is_recalled, probes, request_text, ProbeKind};
 use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter};
 use contextfold_core::tools::Preset;
@@ -299,9 +299,9 @@ fn add_summarizer(result: &mut StrategyResult, usage: Usage, price: Price) {
 /// Probes from the history messages the request no longer carries unchanged, checked
 /// against the request.
 fn check_probes(history: &[Message], request: &[Message], system: Option<&str>, result: &mut StrategyResult) {
-    let kept: HashSet<u64> = request.iter().map(message_hash).collect();
+    let kept: HashSet<u64> = request.iter().map(message_fingerprint).collect();
     let folded: Vec<Message> =
-        history.iter().filter(|message| !kept.contains(&message_hash(message))).cloned().collect();
+        history.iter().filter(|message| !kept.contains(&message_fingerprint(message))).cloned().collect();
     if folded.is_empty() {
         return;
     }
@@ -316,10 +316,6 @@ fn check_probes(history: &[Message], request: &[Message], system: Option<&str>, 
         entry.0 += 1;
         entry.1 += usize::from(hit);
     }
-}
-
-fn message_hash(message: &Message) -> u64 {
-    fnv1a64(canonical_json(&message.to_value()).as_bytes())
 }
 
 /// The probe kinds, for report columns.

@@ -5,7 +5,7 @@
 //! summarized stays so until it acts again. The emulations follow the documented behaviour
 //! of each tool, scaled to the window under test; they are emulations, not the tools.
 
-use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy, Target};
+use crate::compactor::{Compactor, Strategy as CompactStrategy, Target};
 use crate::middleware::{CompactionMiddleware, MiddlewareConfig};
 use crate::policy::{All, RateLimit, Threshold};
 use crate::summarize::{BoxFuture, Extractive, SummaryRequest, Usage};
@@ -110,31 +110,31 @@ struct Contextfold {
 }
 
 impl Contextfold {
-    fn new(name: &str, setting: &Setting, strategy: CompactStrategy) -> Contextfold {
-        let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
-        config.system = setting.system.clone();
-        config.tools = setting.tools.clone();
-        config.compact = CompactConfig {
-            strategy,
-            target: Target::Window { window: setting.window, reserve: setting.reserve, fraction: setting.target },
-            ..config.compact
-        };
-        let policy = All(vec![Arc::new(Threshold::Fraction(setting.trigger)), Arc::new(RateLimit::default())]);
-        let middleware = CompactionMiddleware::new(setting.compactor.clone(), config).with_policy(Arc::new(policy));
-        Contextfold { name: name.to_string(), middleware }
-    }
-}
-
-impl Contextfold {
-    /// contextfold's defaults: the cost-aware policy, evictions batched so that each cache
-    /// rewrite frees at least a tenth of the usable window.
-    fn cost_aware(name: &str, setting: &Setting) -> Contextfold {
+    /// The middleware configuration both variants share: the session's system prompt and
+    /// tools, compacting to `setting.target` of the usable window.
+    fn config(setting: &Setting) -> MiddlewareConfig {
         let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
         config.system = setting.system.clone();
         config.tools = setting.tools.clone();
         config.compact.target =
             Target::Window { window: setting.window, reserve: setting.reserve, fraction: setting.target };
-        Contextfold { name: name.to_string(), middleware: CompactionMiddleware::new(setting.compactor.clone(), config) }
+        config
+    }
+
+    /// The threshold policy at `setting.trigger`, with compaction `strategy`.
+    fn new(name: &str, setting: &Setting, strategy: CompactStrategy) -> Contextfold {
+        let mut config = Contextfold::config(setting);
+        config.compact.strategy = strategy;
+        let policy = All(vec![Arc::new(Threshold::Fraction(setting.trigger)), Arc::new(RateLimit::default())]);
+        let middleware = CompactionMiddleware::new(setting.compactor.clone(), config).with_policy(Arc::new(policy));
+        Contextfold { name: name.to_string(), middleware }
+    }
+
+    /// contextfold's defaults: the cost-aware policy, evictions batched so that each cache
+    /// rewrite frees at least a tenth of the usable window.
+    fn cost_aware(name: &str, setting: &Setting) -> Contextfold {
+        let middleware = CompactionMiddleware::new(setting.compactor.clone(), Contextfold::config(setting));
+        Contextfold { name: name.to_string(), middleware }
     }
 }
 
