@@ -5,7 +5,7 @@
 // Tests and benches read fixtures from disk; the library itself stays free of I/O.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use contextfold_core::evict::{evict, EvictConfig};
+use contextfold_core::evict::{evict, evict_with_ledger, EvictConfig};
 use contextfold_core::plan::{plan_with_counts, PlanConfig};
 use contextfold_core::tokens::{count_conversation, count_messages, Estimate, Memoized, TokenCounter, TokenLedger};
 use contextfold_core::{format, validate, Conversation};
@@ -99,7 +99,8 @@ fn ledger_counts(ledger: &TokenLedger<'_>, messages: usize) -> Vec<u64> {
 }
 
 /// What a caller does on each request of a long session: plan the cut with memoised counts
-/// and evict stale tool output from its per-call copy; then the same after one more message.
+/// and evict stale tool output from its per-call copy (copied and dropped outside the
+/// measurement); then the same after one more message.
 fn compaction_benches(c: &mut Criterion) {
     let Some(conversation) = largest_session() else {
         return;
@@ -120,18 +121,32 @@ fn compaction_benches(c: &mut Criterion) {
         b.iter(|| plan_with_counts(black_box(&conversation), &plan_config, counter, &counts).map(|plan| plan.cut))
     });
     group.bench_function("evict(estimate)", |b| {
-        b.iter_batched(
+        b.iter_batched_ref(
             || conversation.clone(),
-            |mut copy| evict(&mut copy, &evict_config, counter).offloaded,
+            |copy| evict(copy, &evict_config, counter).offloaded,
             BatchSize::LargeInput,
         )
     });
     group.bench_function("plan+evict(estimate)", |b| {
-        b.iter_batched(
+        b.iter_batched_ref(
             || conversation.clone(),
-            |mut copy| {
-                let plan = plan_with_counts(&copy, &plan_config, counter, &counts).map(|plan| plan.cut);
-                let report = evict(&mut copy, &evict_config, counter);
+            |copy| {
+                let plan = plan_with_counts(copy, &plan_config, counter, &counts).map(|plan| plan.cut);
+                let report = evict(copy, &evict_config, counter);
+                (plan, report.offloaded)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+
+    // What the middleware does: its ledger already counted every block of the request, so
+    // plan and evict reuse those counts.
+    group.bench_function("plan+evict(ledger counts, estimate)", |b| {
+        b.iter_batched_ref(
+            || conversation.clone(),
+            |copy| {
+                let plan = plan_with_counts(copy, &plan_config, counter, &counts).map(|plan| plan.cut);
+                let report = evict_with_ledger(copy, &evict_config, &ledger);
                 (plan, report.offloaded)
             },
             BatchSize::LargeInput,
@@ -144,11 +159,11 @@ fn compaction_benches(c: &mut Criterion) {
     let mut warm = conversation.clone();
     evict(&mut warm, &evict_config, &memo);
     group.bench_function("plan+evict(memoised estimate, warm)", |b| {
-        b.iter_batched(
+        b.iter_batched_ref(
             || conversation.clone(),
-            |mut copy| {
-                let plan = plan_with_counts(&copy, &plan_config, &memo, &counts).map(|plan| plan.cut);
-                let report = evict(&mut copy, &evict_config, &memo);
+            |copy| {
+                let plan = plan_with_counts(copy, &plan_config, &memo, &counts).map(|plan| plan.cut);
+                let report = evict(copy, &evict_config, &memo);
                 (plan, report.offloaded)
             },
             BatchSize::LargeInput,

@@ -15,7 +15,9 @@ use crate::boundary::current_loop_start;
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
 use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
-use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
+use crate::tokens::{
+    count_block, count_conversation, count_system, count_tools, TokenCounter, TokenLedger, MESSAGE_OVERHEAD,
+};
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
@@ -183,11 +185,34 @@ impl Candidate<'_> {
 /// Evicts stale tool output from `conversation` in place.
 pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> EvictReport {
     // Every block is counted once; the sum is the conversation's count.
-    let counts: Vec<Vec<u64>> = conversation
-        .messages
-        .iter()
-        .map(|message| message.content.iter().map(|block| count_block(counter, block)).collect())
+    let counts = conversation.messages.iter().map(|message| count_blocks(counter, message)).collect();
+    evict_counted(conversation, config, counter, counts)
+}
+
+/// [`evict`] with the block counts of a ledger synced to `conversation`, so that a caller
+/// who counts every request anyway does not count it twice. A message whose blocks the
+/// ledger does not know (it was not synced, or the message changed shape) is counted.
+pub fn evict_with_ledger(conversation: &mut Conversation, config: &EvictConfig, ledger: &TokenLedger) -> EvictReport {
+    let counter = ledger.counter();
+    let counts = (conversation.messages.iter().enumerate())
+        .map(|(index, message)| match ledger.block_tokens(index) {
+            Some(blocks) if blocks.len() == message.content.len() => blocks.to_vec(),
+            _ => count_blocks(counter, message),
+        })
         .collect();
+    evict_counted(conversation, config, counter, counts)
+}
+
+fn count_blocks(counter: &dyn TokenCounter, message: &Message) -> Vec<u64> {
+    message.content.iter().map(|block| count_block(counter, block)).collect()
+}
+
+fn evict_counted(
+    conversation: &mut Conversation,
+    config: &EvictConfig,
+    counter: &dyn TokenCounter,
+    counts: Vec<Vec<u64>>,
+) -> EvictReport {
     let tokens_before = conversation.system.as_ref().map_or(0, |system| count_system(counter, system))
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools))
         + counts.iter().map(|blocks| MESSAGE_OVERHEAD + blocks.iter().sum::<u64>()).sum::<u64>();
@@ -563,7 +588,20 @@ mod tests {
     /// Evicts and returns (message index, reason) of each offload, checking the invariants.
     fn check(conversation: &mut Conversation, config: &EvictConfig) -> Vec<(usize, &'static str)> {
         let blocks_before: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
+        // A ledger's counts give the same result, whether it knows every message or only some.
+        let mut synced = TokenLedger::new(&Chars4);
+        synced.sync(&conversation.messages);
+        let mut partial = TokenLedger::new(&Chars4);
+        partial.sync(&conversation.messages[..conversation.messages.len() / 2]);
+        let with_ledgers = [&synced, &partial].map(|ledger| {
+            let mut copy = conversation.clone();
+            let report = evict_with_ledger(&mut copy, config, ledger);
+            (copy, report)
+        });
         let report = evict(conversation, config, &Chars4);
+        for (copy, ledger_report) in with_ledgers {
+            assert_eq!((&copy, &ledger_report), (&*conversation, &report));
+        }
         let blocks_after: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
         assert_eq!(blocks_before, blocks_after, "eviction never removes a block");
         assert!(validate(conversation).is_empty());

@@ -12,7 +12,7 @@
 //! [`resync`]: TokenLedger::resync
 //! [`clear`]: TokenLedger::clear
 
-use super::count::{count_message, count_system, count_tools};
+use super::count::{count_block, count_system, count_tools, MESSAGE_OVERHEAD};
 use super::TokenCounter;
 use crate::conversation::{Conversation, Message};
 use crate::hash::{message_fingerprint, StableHasher};
@@ -41,10 +41,12 @@ pub struct TokenLedger<'a> {
 }
 
 /// What the ledger knows of one message (or of the system prompt and tools together).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     fingerprint: u64,
     tokens: u64,
+    /// Each block's count (empty for the preamble), so that eviction need not recount.
+    blocks: Box<[u64]>,
 }
 
 impl<'a> TokenLedger<'a> {
@@ -76,6 +78,13 @@ impl<'a> TokenLedger<'a> {
     /// The count of message `index` as of the last sync.
     pub fn message_tokens(&self, index: usize) -> Option<u64> {
         self.entries.get(index).map(|entry| entry.tokens)
+    }
+
+    /// The count of each block of message `index` as of the last sync; they add up to
+    /// [`message_tokens`](TokenLedger::message_tokens) less
+    /// [`MESSAGE_OVERHEAD`](super::MESSAGE_OVERHEAD).
+    pub fn block_tokens(&self, index: usize) -> Option<&[u64]> {
+        self.entries.get(index).map(|entry| &*entry.blocks)
     }
 
     /// Forgets everything.
@@ -110,11 +119,11 @@ impl<'a> TokenLedger<'a> {
     /// Fingerprints every message and recounts those it does not know, reusing the counts
     /// of messages it has seen before (wherever they now are). Returns the total.
     pub fn resync(&mut self, messages: &[Message]) -> u64 {
-        let known: HashMap<u64, u64> = self.entries.drain(..).map(|entry| (entry.fingerprint, entry.tokens)).collect();
+        let known: HashMap<u64, Entry> = self.entries.drain(..).map(|entry| (entry.fingerprint, entry)).collect();
         self.total = 0;
         for message in messages {
             let print = message_fingerprint(message);
-            self.push(message, Some((print, known.get(&print).copied())));
+            self.push(message, Some((print, known.get(&print).cloned())));
         }
         self.total
     }
@@ -143,25 +152,30 @@ impl<'a> TokenLedger<'a> {
         };
         let print = hasher.finish();
         let preamble = match self.preamble {
-            Some(entry) if entry.fingerprint == print => entry.tokens,
+            Some(ref entry) if entry.fingerprint == print => entry.tokens,
             _ => {
                 let tokens = conversation.system.as_ref().map_or(0, |system| count_system(self.counter, system))
                     + conversation.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools));
-                self.preamble = Some(Entry { fingerprint: print, tokens });
+                self.preamble = Some(Entry { fingerprint: print, tokens, blocks: Box::default() });
                 tokens
             }
         };
         preamble + self.sync(&conversation.messages)
     }
 
-    fn push(&mut self, message: &Message, known: Option<(u64, Option<u64>)>) {
-        let (fingerprint, tokens) = match known {
-            Some((print, Some(tokens))) => (print, tokens),
-            Some((print, None)) => (print, count_message(self.counter, message)),
-            None => (message_fingerprint(message), count_message(self.counter, message)),
+    fn push(&mut self, message: &Message, known: Option<(u64, Option<Entry>)>) {
+        let entry = match known {
+            Some((_, Some(entry))) => entry,
+            Some((print, None)) => self.count(print, message),
+            None => self.count(message_fingerprint(message), message),
         };
-        self.total += tokens;
-        self.entries.push(Entry { fingerprint, tokens });
+        self.total += entry.tokens;
+        self.entries.push(entry);
+    }
+
+    fn count(&self, fingerprint: u64, message: &Message) -> Entry {
+        let blocks: Box<[u64]> = message.content.iter().map(|block| count_block(self.counter, block)).collect();
+        Entry { fingerprint, tokens: MESSAGE_OVERHEAD + blocks.iter().sum::<u64>(), blocks }
     }
 }
 

@@ -5,7 +5,7 @@
 //! repeat into a hash of the text, which is far cheaper than encoding it.
 
 use super::TokenCounter;
-use crate::hash::fnv1a64;
+use crate::hash::hash_bytes;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -40,7 +40,7 @@ impl<C: TokenCounter> TokenCounter for Memoized<C> {
         if text.len() < MIN_MEMO_BYTES {
             return self.inner.count_text(text);
         }
-        let key = fnv1a64(text.as_bytes()) ^ (text.len() as u64).rotate_left(32);
+        let key = hash_bytes(text.as_bytes()) ^ (text.len() as u64).rotate_left(32);
         if let Some(count) = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key) {
             return *count;
         }

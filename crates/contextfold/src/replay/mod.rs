@@ -17,7 +17,7 @@ pub mod strategies;
 use crate::compactor::Compactor;
 use crate::summarize::Usage;
 use contextfold_core::extract::extract;
-use contextfold_core::hash::{canonical_json, fnv1a64, message_fingerprint};
+use contextfold_core::hash::{canonical_json, hash_bytes, message_fingerprint};
 use contextfold_core::probe::{is_recalled, probes, request_text, ProbeKind};
 use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter};
 use contextfold_core::tools::Preset;
@@ -186,7 +186,7 @@ impl BlockCounts {
             .iter()
             .map(|block| {
                 let hash =
-                    fnv1a64(format!("{}:{}", message.role.as_str(), canonical_json(&block.to_value())).as_bytes());
+                    hash_bytes(format!("{}:{}", message.role.as_str(), canonical_json(&block.to_value())).as_bytes());
                 let tokens = *self.memo.entry(hash).or_insert_with(|| count_block(self.counter, block));
                 (hash, tokens)
             })
