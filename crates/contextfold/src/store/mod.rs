@@ -8,10 +8,12 @@
 //! cannot afford to block may run them in `tokio::task::spawn_blocking`.
 
 mod memory;
+mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use memory::MemoryStore;
+pub use record::{record, Compaction, Destination, Origin};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 

@@ -307,6 +307,11 @@ fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
 /// Applies the migrations the file has not seen, each in its own transaction.
 fn migrate(connection: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let sql = |source| sql_error(path, source);
+    // A store that is up to date needs no write lock: readers must not wait for writers.
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
     loop {
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         // Read again under the write lock: another process may have migrated meanwhile.
