@@ -59,7 +59,28 @@ pub enum Command {
     /// with prompt caching, peak context, overflows and fact recall.
     #[command(after_help = REPLAY_HELP)]
     Replay(ReplayArgs),
+    /// Print a payload that compaction removed, exactly as it was, by its ref.
+    #[command(after_help = STORE_HELP)]
+    Recall(RecallArgs),
+    /// Search the stored history and payloads; prints snippets with where they are.
+    #[command(after_help = STORE_HELP)]
+    Search(SearchArgs),
+    /// List stored sessions; export one's original conversation, or delete it.
+    #[command(after_help = STORE_HELP)]
+    Sessions(SessionsArgs),
 }
+
+/// Where the store is when no path is given: under the working directory.
+pub const DEFAULT_STORE: &str = ".contextfold/store.db";
+
+const STORE_HELP: &str = "\
+The store is a SQLite file written by compact --store and evict --store. These commands
+only read it (sessions rm deletes); they never create one.
+
+Exit codes:
+  0  success
+  2  usage or input error: no store at the path, a file that is not a contextfold store,
+     an unknown ref or session, a store locked by another process past the timeout";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -152,6 +173,92 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 
 fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
     name.parse().map_err(|err| format!("{err}"))
+}
+
+/// Keeping what a command removes in a store.
+#[derive(Debug, Args)]
+pub struct PersistArgs {
+    /// Keep the original history and every removed payload, summary and report in this store
+    /// (a SQLite file), so they can be recalled, searched and exported [default path:
+    /// .contextfold/store.db].
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE)]
+    pub store: Option<PathBuf>,
+    /// Append to this stored session instead of creating one (one input file).
+    #[arg(long, value_name = "ID", requires = "store")]
+    pub session: Option<String>,
+    /// Store secrets as they are; by default keys, tokens and passwords are masked.
+    #[arg(long, requires = "store")]
+    pub no_redact: bool,
+}
+
+/// The store a reading command opens.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The store file.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_STORE, global = true)]
+    pub store: PathBuf,
+}
+
+/// `contextfold recall`.
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// The payload's ref (`cf-…`), as the pointer or the report gives it.
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `contextfold search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Words that must all occur (any case).
+    #[arg(required = true, value_name = "QUERY")]
+    pub query: Vec<String>,
+    /// Search this session only.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The most hits to show.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub limit: usize,
+    /// Print one JSON object per hit (JSON Lines).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `contextfold sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// What to do; without one, list the sessions.
+    #[command(subcommand)]
+    pub action: Option<SessionsAction>,
+    /// Print one JSON object per session (JSON Lines).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `contextfold sessions …`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// Print a session's original, un-compacted conversation in the format it came in.
+    Export {
+        /// The session's id.
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Where to write it (default standard output; a `.gz` path is compressed).
+        #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "-")]
+        output: PathBuf,
+    },
+    /// Delete a session with everything stored of it.
+    Rm {
+        /// The session's id.
+        #[arg(value_name = "ID")]
+        id: String,
+    },
 }
 
 /// `contextfold stats`.
@@ -314,6 +421,8 @@ pub struct EvictArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub persist: PersistArgs,
+    #[command(flatten)]
     pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
@@ -388,6 +497,8 @@ pub struct CompactArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub persist: PersistArgs,
+    #[command(flatten)]
     pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
@@ -455,6 +566,37 @@ mod tests {
     fn repair_needs_an_output() {
         let err = Cli::try_parse_from(["contextfold", "validate", "a.json", "--repair"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn store_defaults_when_given_without_a_path() {
+        let parsed = |args: &[&str]| match Cli::try_parse_from(args).map(|cli| cli.command) {
+            Ok(Command::Compact(compact)) => compact.persist,
+            other => panic!("{other:?}"),
+        };
+        let bare = parsed(&["contextfold", "compact", "a.json", "--store"]);
+        assert_eq!(bare.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+        assert!(!bare.no_redact);
+        let given = parsed(&["contextfold", "compact", "a.json", "--store", "s.db", "--no-redact"]);
+        assert_eq!(given.store.as_deref(), Some(std::path::Path::new("s.db")));
+        assert!(given.no_redact);
+        assert_eq!(parsed(&["contextfold", "compact", "a.json"]).store, None);
+        // Without a store there is nothing to redact or append to.
+        assert!(Cli::try_parse_from(["contextfold", "compact", "a.json", "--no-redact"]).is_err());
+        assert!(Cli::try_parse_from(["contextfold", "evict", "a.json", "--session", "s1"]).is_err());
+    }
+
+    #[test]
+    fn sessions_takes_the_store_before_or_after_its_action() {
+        for args in [
+            ["contextfold", "sessions", "--store", "s.db", "rm", "x"],
+            ["contextfold", "sessions", "rm", "x", "--store", "s.db"],
+        ] {
+            match Cli::try_parse_from(args).map(|cli| cli.command) {
+                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, PathBuf::from("s.db")),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

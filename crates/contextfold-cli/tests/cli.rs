@@ -1,48 +1,11 @@
 //! End-to-end tests of the `contextfold` binary over the repository's own fixtures.
 
+mod common;
+
+use common::*;
 use serde_json::Value;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-/// The repository root, where `examples/` and `tests/fixtures/` live.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> String {
-    root().join(name).to_string_lossy().into_owned()
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `contextfold args…` with `stdin`, and checks it never panicked.
-fn contextfold_with_stdin(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_contextfold"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    child.stdin.take().expect("stdin").write_all(stdin).expect("writes stdin");
-    let output = child.wait_with_output().expect("the binary runs");
-    let run = Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "panic running {args:?}: {}", run.stderr);
-    run
-}
-
-fn contextfold(args: &[&str]) -> Run {
-    contextfold_with_stdin(args, b"")
-}
+use std::path::PathBuf;
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("contextfold-cli-{}", std::process::id()));

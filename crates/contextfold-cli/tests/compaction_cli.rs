@@ -2,63 +2,17 @@
 //! fixtures: the documented `--json` fields, the consistency of their numbers, and the exit
 //! codes.
 
+mod common;
+
+use common::*;
 use serde_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// The fixtures every test runs on.
 const SESSIONS: [&str; 2] = ["examples/session.json", "tests/fixtures/swe-style.json"];
 
 /// The presets `--preset` accepts.
 const PRESETS: [&str; 6] = ["auto", "claude-code", "codex", "openhands", "swe-agent", "generic"];
-
-/// The repository root, where `examples/` and `tests/fixtures/` live.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> String {
-    root().join(name).to_string_lossy().into_owned()
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `contextfold args…` with `stdin`, and checks it never panicked.
-fn contextfold_with_stdin(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_contextfold"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    child.stdin.take().expect("stdin").write_all(stdin).expect("writes stdin");
-    let output = child.wait_with_output().expect("the binary runs");
-    let run = Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "panic running {args:?}: {}", run.stderr);
-    run
-}
-
-fn contextfold(args: &[&str]) -> Run {
-    contextfold_with_stdin(args, b"")
-}
-
-/// Runs a command that must succeed and print one JSON object.
-fn json(args: &[&str]) -> Value {
-    let run = contextfold(args);
-    assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
-    serde_json::from_str(run.stdout.trim())
-        .unwrap_or_else(|err| panic!("{args:?}: not one JSON object ({err}): {}", run.stdout))
-}
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("contextfold-compaction-cli-{}", std::process::id()));

@@ -22,6 +22,7 @@ pub mod event;
 pub mod input;
 pub mod middleware;
 pub mod policy;
+pub mod redact;
 pub mod replay;
 pub mod store;
 pub mod summarize;

@@ -196,8 +196,23 @@ fn exact_and_atomic(store: &dyn SessionStore) {
     assert!(store.persist_compaction("no-such-session", &messages, &[], None, &serde_json::json!({})).is_err());
 }
 
+/// Session metadata is kept per session, replaced whole, and comes back exactly.
+fn meta(store: &dyn SessionStore) {
+    let session = store.create_session("meta").expect("create");
+    assert_eq!(store.session_meta(&session).expect("meta"), None);
+    let first = serde_json::json!({"format": "openai", "frame": {"model": "m", "temperature": 0.7}});
+    store.set_session_meta(&session, &first).expect("set");
+    assert_eq!(store.session_meta(&session).expect("meta"), Some(first));
+    let second = serde_json::json!({"format": "anthropic"});
+    store.set_session_meta(&session, &second).expect("set");
+    assert_eq!(store.session_meta(&session).expect("meta"), Some(second));
+    assert!(store.set_session_meta("no-such-session", &serde_json::json!({})).is_err());
+    assert!(store.session_meta("no-such-session").is_err());
+}
+
 #[test]
 fn memory_store() {
+    meta(&MemoryStore::new());
     example_round_trip(&MemoryStore::new());
     dedup(&MemoryStore::new());
     search_and_delete(&MemoryStore::new());
@@ -228,6 +243,7 @@ mod sqlite {
         dedup(&SqliteStore::open(&path).expect("open"));
         search_and_delete(&SqliteStore::open(&path).expect("open"));
         exact_and_atomic(&SqliteStore::open(&path).expect("open"));
+        meta(&SqliteStore::open(&path).expect("open"));
         // Reopening sees what was stored.
         let store = SqliteStore::open(&path).expect("reopen");
         assert!(store.sessions().expect("sessions").iter().any(|info| info.name == "examples/session.json"));
@@ -266,6 +282,84 @@ mod sqlite {
         let err = SqliteStore::open(&path).expect_err("a text file is not a store");
         assert!(matches!(err, StoreError::NotAStore { .. }), "{err:?}");
         assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn another_programs_database_is_refused_and_left_alone() {
+        let dir = temp_dir("foreign");
+        let path = dir.join("app.db");
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection.execute_batch("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ada');").expect("create");
+        drop(connection);
+        let before = std::fs::read(&path).expect("read");
+        for err in
+            [SqliteStore::open(&path).expect_err("refused"), SqliteStore::open_existing(&path).expect_err("refused")]
+        {
+            assert!(matches!(err, StoreError::Foreign { .. }), "{err:?}");
+            assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+        }
+        assert_eq!(std::fs::read(&path).expect("read"), before, "the database is unchanged");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn open_existing_creates_nothing() {
+        let dir = temp_dir("existing");
+        let path = dir.join("missing/store.db");
+        let err = SqliteStore::open_existing(&path).expect_err("missing");
+        assert!(matches!(err, StoreError::Missing { .. }), "{err:?}");
+        assert!(!path.exists() && !dir.join("missing").exists(), "nothing was created");
+        let empty = dir.join("empty.db");
+        std::fs::write(&empty, "").expect("write");
+        let err = SqliteStore::open_existing(&empty).expect_err("an empty file is not a store");
+        assert!(matches!(err, StoreError::NotAStore { .. }), "{err:?}");
+        assert_eq!(std::fs::metadata(&empty).expect("metadata").len(), 0);
+        SqliteStore::open(dir.join("store.db")).expect("create");
+        SqliteStore::open_existing(dir.join("store.db")).expect("an existing store opens");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_with_its_data() {
+        let dir = temp_dir("migrate");
+        let path = dir.join("store.db");
+        let session = {
+            let store = SqliteStore::open(&path).expect("open");
+            let session = store.create_session("old").expect("create");
+            store.append_messages(&session, &[Message::text(Role::User, "kept")]).expect("append");
+            session
+        };
+        // Take the file back to schema 1, as an older build left it.
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection.execute_batch("ALTER TABLE sessions DROP COLUMN meta; PRAGMA user_version = 1;").expect("downgrade");
+        drop(connection);
+        let store = SqliteStore::open_existing(&path).expect("migrated");
+        assert_eq!(store.export(&session).expect("export"), vec![Message::text(Role::User, "kept")]);
+        assert_eq!(store.session_meta(&session).expect("meta"), None);
+        let version: i64 = rusqlite::Connection::open(&path)
+            .expect("open")
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_writer_locked_out_past_the_timeout_gets_a_clear_error() {
+        let dir = temp_dir("locked");
+        let path = dir.join("store.db");
+        let store = SqliteStore::open(&path).expect("open");
+        let session = store.create_session("locked").expect("create");
+        let holder = rusqlite::Connection::open(&path).expect("open");
+        holder.execute_batch("BEGIN IMMEDIATE;").expect("lock");
+        let err = store.create_session("waits").expect_err("the lock is held");
+        assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+        assert!(err.to_string().contains("locked"), "{err}");
+        // Readers are not blocked, and nothing was damaged.
+        assert_eq!(store.sessions().expect("sessions").len(), 1);
+        holder.execute_batch("ROLLBACK;").expect("unlock");
+        store.append_messages(&session, &[Message::text(Role::User, "after")]).expect("writes again");
         std::fs::remove_dir_all(dir).ok();
     }
 

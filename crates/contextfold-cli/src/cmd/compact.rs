@@ -1,5 +1,6 @@
 //! `contextfold compact`: compact files to a budget, with a report.
 
+use super::store::Persist;
 use crate::args::{CompactArgs, LlmArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
@@ -9,6 +10,7 @@ use contextfold::core::prompt::Instructions;
 use contextfold::core::summary::is_summary_message;
 use contextfold::core::{Block, Conversation};
 use contextfold::input::{self, Shown};
+use contextfold::store::Compaction;
 use contextfold::summarize::{Extractive, Summarizer};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -109,6 +111,9 @@ struct JsonReport<'a> {
     report: &'a CompactionReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<String>,
+    /// The stored session, with `--store`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
 }
 
 pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
@@ -126,6 +131,10 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     if several && args.out_dir.is_none() && !args.dry_run && !args.json {
         bail!("compacting {} files needs --out-dir DIR (or --dry-run, or --json for reports only)", files.len());
     }
+    if args.dry_run && args.persist.store.is_some() {
+        bail!("--dry-run writes nothing; it cannot be used with --store");
+    }
+    let persist = args.persist.open(files.len())?;
     let mut notes = Vec::new();
     let known = ["extractive", "anthropic", "openai"];
     let name = args.llm.summarizer.split(':').next().unwrap_or("");
@@ -162,7 +171,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         if let Some(bar) = &progress {
             bar.set_message(file.display().to_string());
         }
-        match compact_one(file, &args, &compactor, &config, &runtime, &notes) {
+        match compact_one(file, &args, &compactor, &config, &runtime, &notes, persist.as_ref()) {
             Ok(row) => rows.push(row),
             Err(err) => {
                 let message = format!("contextfold: {err:#}");
@@ -199,6 +208,7 @@ fn compact_one(
     config: &CompactConfig,
     runtime: &tokio::runtime::Runtime,
     notes: &[String],
+    persist: Option<&Persist>,
 ) -> anyhow::Result<Row> {
     let parsed = super::load(file, args.input.format)?;
     let shown = Shown(file.to_path_buf()).to_string();
@@ -210,6 +220,23 @@ fn compact_one(
             bail!("{shown}: the {} summarizer failed: {}", fallback.from, fallback.reason);
         }
     }
+    let session = match persist {
+        Some(persist) => Some(persist.record(
+            file,
+            &Compaction {
+                input: &parsed.conversation,
+                format: parsed.format,
+                layout: parsed.layout,
+                output: &compacted.conversation,
+                offloaded: &report.items,
+                clipped: &report.clipped,
+                folded: report.messages_folded,
+                summarizer: report.summarizer.as_deref().map(|name| (name, report.summarizer_usage)),
+                report: &serde_json::to_value(&report)?,
+            },
+        )?),
+        None => None,
+    };
     let destination: Option<PathBuf> = match (&args.output, &args.out_dir) {
         _ if args.dry_run => None,
         (Some(path), _) => Some(path.clone()),
@@ -228,9 +255,13 @@ fn compact_one(
             file: shown.clone(),
             report: &report,
             output: destination.as_ref().map(|path| Shown(path.clone()).to_string()),
+            session,
         })?;
     } else if files_is_single(args) {
-        let line = summary_line(&shown, &report);
+        let mut line = summary_line(&shown, &report);
+        if let Some(session) = &session {
+            line.push_str(&format!("\n  stored as session {session}"));
+        }
         if destination.as_deref().is_some_and(|path| path.as_os_str() == "-") {
             eprintln!("{line}");
         } else {

@@ -6,6 +6,7 @@ use contextfold::core::clip::{clip, ClipConfig, Clipped};
 use contextfold::core::evict::{evict, EvictConfig, EvictReport};
 use contextfold::core::tokens::count_conversation;
 use contextfold::input;
+use contextfold::store::Compaction;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -28,16 +29,21 @@ impl EvictArgs {
     }
 }
 
-/// The `--json` report: the eviction report and what was clipped.
+/// The `--json` report: the eviction report, what was clipped, and the stored session.
 #[derive(Serialize)]
 struct Report {
     #[serde(flatten)]
     evicted: EvictReport,
     clipped: Vec<Clipped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
 }
 
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
+    let persist = args.persist.open(1)?;
     let mut parsed = super::load(&args.file, args.input.format)?;
+    // Eviction works in place; the store keeps the history as it came in.
+    let original = persist.as_ref().map(|_| parsed.conversation.clone());
     let counter = args.counting.tokenizer.counter();
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
     let clipped = match args.max_tool_output {
@@ -51,6 +57,24 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         }
         None => Vec::new(),
     };
+    let mut report = Report { evicted: report, clipped, session: None };
+    if let (Some(persist), Some(original)) = (&persist, &original) {
+        let json = serde_json::to_value(&report)?;
+        report.session = Some(persist.record(
+            &args.file,
+            &Compaction {
+                input: original,
+                format: parsed.format,
+                layout: parsed.layout,
+                output: &parsed.conversation,
+                offloaded: &report.evicted.items,
+                clipped: &report.clipped,
+                folded: 0,
+                summarizer: None,
+                report: &json,
+            },
+        )?);
+    }
     let output = match (&args.output, args.json) {
         (Some(path), _) => Some(path.as_path()),
         (None, false) => Some(Path::new("-")),
@@ -60,8 +84,9 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         input::save(path, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
     }
     if args.json {
-        output::json_line(&Report { evicted: report, clipped })?;
+        output::json_line(&report)?;
     } else {
+        let Report { evicted: report, clipped, session } = report;
         let mut line = format!(
             "evicted {} payload(s): {} → {} tokens",
             report.offloaded,
@@ -78,6 +103,9 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some(skipped) = &report.skipped {
             line.push_str(&format!("; nothing evicted: {skipped}"));
+        }
+        if let Some(session) = &session {
+            line.push_str(&format!("; stored as session {session}"));
         }
         eprintln!("{line}");
     }

@@ -5,9 +5,13 @@ mod convert;
 mod count;
 mod evict;
 mod plan;
+mod recall;
 mod render;
 mod replay;
+mod search;
+mod sessions;
 mod stats;
+mod store;
 mod validate;
 
 use crate::args::{Cli, Command};
@@ -28,6 +32,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Render(args) => render::run(args),
         Command::Compact(args) => compact::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Recall(args) => recall::run(args),
+        Command::Search(args) => search::run(args),
+        Command::Sessions(args) => sessions::run(args),
     }
 }
 

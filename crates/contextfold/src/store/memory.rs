@@ -18,6 +18,7 @@ struct Session {
     payloads: Vec<Payload>,
     summaries: Vec<Summary>,
     reports: Vec<Value>,
+    meta: Option<Value>,
 }
 
 /// A [`SessionStore`] in memory. Search is a case-insensitive substring scan.
@@ -167,6 +168,15 @@ impl SessionStore for MemoryStore {
         }
         stored.reports.push(report.clone());
         Ok(appended)
+    }
+
+    fn set_session_meta(&self, session: &str, meta: &Value) -> Result<(), StoreError> {
+        find(&mut self.lock(), session)?.meta = Some(meta.clone());
+        Ok(())
+    }
+
+    fn session_meta(&self, session: &str) -> Result<Option<Value>, StoreError> {
+        Ok(find(&mut self.lock(), session)?.meta.clone())
     }
 
     fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {

@@ -8,10 +8,12 @@
 //! cannot afford to block may run them in `tokio::task::spawn_blocking`.
 
 mod memory;
+mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use memory::MemoryStore;
+pub use record::{record, Compaction, Destination, Origin};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 
@@ -177,6 +179,26 @@ pub enum StoreError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// The file is a SQLite database of another program.
+    #[error("{} is a SQLite database of another program, not a contextfold store", .path.display())]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+    },
+    /// There is no store at the path, and the caller asked not to create one.
+    #[error("no store at {}", .path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Another process held the store's write lock for longer than the busy timeout.
+    #[error("store {} is locked by another process (gave up after {} s)", .path.display(), .waited.as_secs())]
+    Locked {
+        /// The file.
+        path: PathBuf,
+        /// How long we waited.
+        waited: std::time::Duration,
+    },
     /// The file or its directory could not be created or read.
     #[error("cannot open store {}: {source}", .path.display())]
     Io {
@@ -258,6 +280,13 @@ pub trait SessionStore: Send + Sync {
         summary: Option<&Summary>,
         report: &Value,
     ) -> Result<Appended, StoreError>;
+
+    /// Replaces the session's metadata: what a caller needs besides the messages to rebuild
+    /// its conversation (say the input format, the system prompt and the tools).
+    fn set_session_meta(&self, session: &str, meta: &Value) -> Result<(), StoreError>;
+
+    /// The session's metadata, `None` when none was set.
+    fn session_meta(&self, session: &str) -> Result<Option<Value>, StoreError>;
 
     /// Every session, oldest first.
     fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;

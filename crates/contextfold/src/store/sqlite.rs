@@ -8,14 +8,15 @@ use super::{
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -59,10 +60,23 @@ CREATE TABLE reports (
     created INTEGER NOT NULL
 );
 CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
-"#];
+"#,
+    // 2: the session's metadata (a JSON object), e.g. what rebuilds its conversation.
+    "ALTER TABLE sessions ADD COLUMN meta TEXT;",
+];
+
+/// How long a writer waits for another process's write lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Whether opening may create the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Create {
+    Yes,
+    No,
+}
 
 /// A [`SessionStore`] in a SQLite file. Several processes may open the same file; writers
 /// wait for each other up to the busy timeout (5 s).
@@ -78,12 +92,46 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
         create_private(&path)?;
+        SqliteStore::connect(path, Create::Yes)
+    }
+
+    /// Opens the store at `path` only if it exists and is a contextfold store: readers must
+    /// not leave a new file behind a mistyped path, nor turn an empty file into a store.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        match std::fs::metadata(&path) {
+            Ok(_) => SqliteStore::connect(path, Create::No),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing { path }),
+            Err(source) => Err(StoreError::Io { path, source }),
+        }
+    }
+
+    /// Connects, checks that the file is ours before changing anything in it, and migrates.
+    fn connect(path: PathBuf, create: Create) -> Result<SqliteStore, StoreError> {
         let sql = |source| sql_error(&path, source);
-        let mut connection = Connection::open(&path).map_err(sql)?;
-        connection.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let mut flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create == Create::Yes {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut connection = Connection::open_with_flags(&path, flags).map_err(sql)?;
+        connection.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
         let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
+        }
+        let tables: i64 =
+            connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0)).map_err(sql)?;
+        let ours: bool = connection
+            .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'", [], |row| {
+                row.get(0)
+            })
+            .map_err(sql)?;
+        match version {
+            0 if tables > 0 => return Err(StoreError::Foreign { path }),
+            0 if create == Create::No => return Err(StoreError::NotAStore { path }),
+            1.. if !ours => return Err(StoreError::Foreign { path }),
+            _ => {}
         }
         connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(sql)?;
         connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
@@ -248,16 +296,22 @@ fn create_private(path: &Path) -> Result<(), StoreError> {
 }
 
 fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
-    if source.sqlite_error_code() == Some(ErrorCode::NotADatabase) {
-        StoreError::NotAStore { path: path.to_path_buf() }
-    } else {
-        StoreError::Sqlite { path: path.to_path_buf(), source }
+    let path = path.to_path_buf();
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => StoreError::NotAStore { path },
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path, waited: BUSY_TIMEOUT },
+        _ => StoreError::Sqlite { path, source },
     }
 }
 
 /// Applies the migrations the file has not seen, each in its own transaction.
 fn migrate(connection: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let sql = |source| sql_error(path, source);
+    // A store that is up to date needs no write lock: readers must not wait for writers.
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
     loop {
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         // Read again under the write lock: another process may have migrated meanwhile.
@@ -384,6 +438,28 @@ impl SessionStore for SqliteStore {
             self.put_report_in(transaction, session, report)?;
             Ok(appended)
         })
+    }
+
+    fn set_session_meta(&self, session: &str, meta: &Value) -> Result<(), StoreError> {
+        self.write(|transaction| {
+            self.check_session(transaction, session)?;
+            transaction
+                .execute("UPDATE sessions SET meta = ?2 WHERE id = ?1", params![session, encode_json(meta)])
+                .map_err(|err| self.sql(err))?;
+            Ok(())
+        })
+    }
+
+    fn session_meta(&self, session: &str) -> Result<Option<Value>, StoreError> {
+        let meta: Option<Option<String>> = self
+            .lock()
+            .query_row("SELECT meta FROM sessions WHERE id = ?1", [session], |row| row.get(0))
+            .optional()
+            .map_err(|err| self.sql(err))?;
+        match meta {
+            None => Err(StoreError::UnknownSession(session.to_string())),
+            Some(meta) => meta.map(|json| decode_json(&json, &format!("session {session}"))).transpose(),
+        }
     }
 
     fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {

@@ -1,0 +1,93 @@
+//! `contextfold sessions`: list, export and delete stored sessions.
+
+use crate::args::{SessionsAction, SessionsArgs};
+use crate::output;
+use anyhow::bail;
+use contextfold::core::format::{Format, Layout};
+use contextfold::core::Conversation;
+use contextfold::input;
+use contextfold::store::{Origin, SessionInfo, SessionStore, SqliteStore};
+use serde::Serialize;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// One session as JSON: its id, name, creation time (seconds since the Unix epoch),
+/// message and payload counts, and the format it came in.
+#[derive(Serialize)]
+struct JsonSession<'a> {
+    id: &'a str,
+    name: &'a str,
+    created: u64,
+    messages: usize,
+    payloads: usize,
+    format: Option<String>,
+}
+
+pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
+    let path = &args.store.store;
+    let store = super::store::open_existing(path)?;
+    let fail = |err| super::store::error(path, err);
+    match &args.action {
+        None => list(&store, path, args.json),
+        Some(SessionsAction::Export { id, output }) => {
+            let messages = store.export(id).map_err(fail)?;
+            let (conversation, format, layout) = match store.session_meta(id).map_err(fail)? {
+                Some(meta) => {
+                    let origin = Origin::from_value(&meta).map_err(fail)?;
+                    (origin.conversation(messages), origin.format, origin.layout)
+                }
+                // A session stored without its origin comes back as Anthropic messages.
+                None => (Conversation { messages, ..Conversation::default() }, Format::Anthropic, Layout::Object),
+            };
+            input::save(output, &conversation, format.writable(), layout)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(SessionsAction::Rm { id }) => {
+            if !store.delete_session(id).map_err(fail)? {
+                bail!("no session `{id}` in store {}", path.display());
+            }
+            eprintln!("deleted session {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn list(store: &SqliteStore, path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = store.sessions().map_err(|err| super::store::error(path, err))?;
+    let mut rows = Vec::with_capacity(sessions.len());
+    for info in &sessions {
+        let meta = store.session_meta(&info.id).map_err(|err| super::store::error(path, err))?;
+        let format = meta.and_then(|meta| meta["format"].as_str().map(str::to_string));
+        rows.push((info, format));
+    }
+    if json {
+        for (info, format) in rows {
+            let SessionInfo { id, name, created, messages, payloads } = info;
+            output::json_line(&JsonSession {
+                id,
+                name,
+                created: *created,
+                messages: *messages,
+                payloads: *payloads,
+                format,
+            })?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = sessions.iter().map(|info| info.id.len()).max().unwrap_or(2).max(2);
+    let mut out =
+        format!("{:<width$}  {:<20}  {:>8}  {:>8}  {:<11}  name\n", "id", "created", "messages", "payloads", "format");
+    for (info, format) in rows {
+        out.push_str(&format!(
+            "{:<width$}  {:<20}  {:>8}  {:>8}  {:<11}  {}\n",
+            info.id,
+            output::utc(info.created),
+            info.messages,
+            info.payloads,
+            format.as_deref().unwrap_or("-"),
+            info.name
+        ));
+    }
+    output::print(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,90 @@
+//! Helpers shared by the end-to-end tests: running the binary, fixtures, scratch directories.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The repository root, where `examples/` and `tests/fixtures/` live.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file of the repository, as an argument.
+pub fn fixture(name: &str) -> String {
+    root().join(name).to_string_lossy().into_owned()
+}
+
+/// What a run of the binary did.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Environment variables that would let a summarizer find a key or a server.
+const PROVIDER_VARIABLES: [&str; 4] = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+
+/// Runs `contextfold args…` in `dir` (the test's own when `None`) with `stdin` and without
+/// the provider variables, and checks it never panicked.
+pub fn contextfold_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_contextfold"));
+    command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    for variable in PROVIDER_VARIABLES {
+        command.env_remove(variable);
+    }
+    let mut child = command.spawn().expect("the binary starts");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("writes stdin");
+    let output = child.wait_with_output().expect("the binary runs");
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert!(!run.stderr.contains("panicked"), "panic running {args:?}: {}", run.stderr);
+    run
+}
+
+/// Runs `contextfold args…` with `stdin`.
+pub fn contextfold_with_stdin(args: &[&str], stdin: &[u8]) -> Run {
+    contextfold_in(None, args, stdin)
+}
+
+/// Runs `contextfold args…`.
+pub fn contextfold(args: &[&str]) -> Run {
+    contextfold_in(None, args, b"")
+}
+
+/// Runs a command that must succeed and print JSON Lines; returns its objects.
+pub fn json_lines(args: &[&str]) -> Vec<Value> {
+    let run = contextfold(args);
+    assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{args:?}: not JSON ({err}): {line}")))
+        .collect()
+}
+
+/// Runs a command that must succeed and print one JSON object.
+pub fn json(args: &[&str]) -> Value {
+    let mut lines = json_lines(args);
+    assert_eq!(lines.len(), 1, "{args:?}: one JSON object expected");
+    lines.remove(0)
+}
+
+/// A fresh directory of one test's own (tests run in parallel, binaries too).
+pub fn scratch(binary: &str, test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("contextfold-{binary}-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A path as an argument.
+pub fn arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
