@@ -92,7 +92,12 @@ pub fn normalize(text: &str) -> String {
             out.push(' ');
         }
         gap = false;
-        out.extend(c.to_lowercase());
+        // The ASCII path is the common one and much cheaper than full Unicode lowercasing.
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
     }
     out
 }

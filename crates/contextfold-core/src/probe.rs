@@ -131,15 +131,29 @@ fn push_blocks(out: &mut String, blocks: &[Block]) {
 
 /// The normalized text of a request: what the model can read.
 pub fn request_text(system: Option<&str>, messages: &[Message]) -> String {
+    let parts = system.map(normalize).into_iter().chain(messages.iter().map(message_text)).collect::<Vec<_>>();
+    join_texts(parts.iter().map(String::as_str))
+}
+
+/// The normalized text of one message. Joined with [`join_texts`], these give the
+/// [`request_text`], so a caller that sees the same messages many times can keep them.
+pub fn message_text(message: &Message) -> String {
     let mut out = String::new();
-    if let Some(system) = system {
-        out.push_str(system);
-        out.push('\n');
-    }
-    for message in messages {
-        push_blocks(&mut out, &message.content);
-    }
+    push_blocks(&mut out, &message.content);
     normalize(&out)
+}
+
+/// Normalized texts joined as normalizing their concatenation would: one space between
+/// non-empty parts (every part ends in whitespace before normalization).
+pub fn join_texts<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for part in parts.into_iter().filter(|part| !part.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 /// The normalized text of a whole conversation.

@@ -12,13 +12,13 @@ use crate::cache::{cache_key, LruCache, SummaryCache};
 use crate::summarize::{Extractive, Summarizer, SummaryRequest, Usage};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::clip::{clip, ClipConfig, Clipped, MIN_CLIP_TOKENS};
-use contextfold_core::evict::{evict, EvictConfig, Offload};
+use contextfold_core::evict::{evict_with_ledger, EvictConfig, Offload};
 use contextfold_core::extract::extract;
-use contextfold_core::plan::{plan, PinFirst, Plan, PlanConfig};
+use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{assemble, split_summary};
-use contextfold_core::tokens::{count_conversation, count_message, count_system, count_tools, TokenCounter, Tokenizer};
+use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Conversation, Message, Problem, Role};
 use serde::Serialize;
 use std::sync::Arc;
@@ -294,7 +294,10 @@ impl Compactor {
             ..CompactionReport::default()
         };
         let counter = self.counter;
-        report.tokens_before = count_conversation(counter, &work);
+        // One ledger for every count below: after an edit only the changed messages are
+        // counted again.
+        let mut ledger = TokenLedger::new(counter);
+        report.tokens_before = ledger.resync_conversation(&work);
         let target = config.target.tokens(report.tokens_before);
         report.target_tokens = target;
         let mut steps: Vec<&str> = Vec::new();
@@ -303,10 +306,10 @@ impl Compactor {
             // The head is summarized from the messages as they were, not from pointers.
             let original = work.clone();
             if config.strategy != Strategy::Summarize {
-                self.evict_to(&mut work, config, target, &mut report, &mut steps);
+                self.evict_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
             }
-            if config.strategy != Strategy::Evict && count_conversation(counter, &work) > target {
-                match self.plan_for(&work, config, target) {
+            if config.strategy != Strategy::Evict && ledger.resync_conversation(&work) > target {
+                match self.plan_for(&work, config, target, &ledger) {
                     Ok(plan) => {
                         report.notes.extend(plan.notes.iter().cloned());
                         if plan.pinned.is_empty()
@@ -334,17 +337,17 @@ impl Compactor {
                                 to: "evict".into(),
                                 reason: reason.to_string(),
                             });
-                            self.evict_to(&mut work, config, target, &mut report, &mut steps);
+                            self.evict_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
                         }
                     }
                 }
             }
-            if count_conversation(counter, &work) > target {
-                self.clip_to(&mut work, config, target, &mut report, &mut steps);
+            if ledger.resync_conversation(&work) > target {
+                self.clip_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
             }
         }
         report.strategy_used = if steps.is_empty() { "none".into() } else { steps.join("+") };
-        report.tokens_after = count_conversation(counter, &work);
+        report.tokens_after = ledger.resync_conversation(&work);
         if report.tokens_after > target && report.tokens_before > target {
             report.notes.push(format!(
                 "the result holds {} tokens, over the target of {target}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
@@ -365,11 +368,13 @@ impl Compactor {
         work: &mut Conversation,
         config: &CompactConfig,
         target: u64,
+        ledger: &mut TokenLedger,
         report: &mut CompactionReport,
         steps: &mut Vec<&str>,
     ) {
         let evict_config = EvictConfig { target_tokens: Some(target), ..config.evict.clone() };
-        let evicted = evict(work, &evict_config, self.counter);
+        ledger.resync_conversation(work);
+        let evicted = evict_with_ledger(work, &evict_config, ledger);
         if let Some(skipped) = evicted.skipped {
             report.notes.push(format!("no eviction: {skipped}"));
         }
@@ -386,15 +391,17 @@ impl Compactor {
         work: &Conversation,
         config: &CompactConfig,
         target: u64,
+        ledger: &TokenLedger,
     ) -> Result<Plan, contextfold_core::plan::NoCut> {
+        // The ledger was synced to `work` by the caller.
+        let counts: Vec<u64> =
+            (0..work.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect();
         let fixed = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
             + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools))
             + summary_budget(config, target);
         let room = target.saturating_sub(fixed);
         let pinned = match (config.plan.pin_first, work.messages.first()) {
-            (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
-                count_message(self.counter, first)
-            }
+            (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => counts[0],
             _ => 0,
         };
         // A first request bigger than half the room is folded into the summary instead.
@@ -407,7 +414,7 @@ impl Compactor {
             min_progress: 0.0,
             ..config.plan.clone()
         };
-        plan(work, &plan_config, self.counter)
+        plan_with_counts(work, &plan_config, self.counter, &counts)
     }
 
     /// The summary of `head`, from the cache, the summarizer, or the extractive fallback.
@@ -510,6 +517,7 @@ impl Compactor {
         work: &mut Conversation,
         config: &CompactConfig,
         target: u64,
+        ledger: &mut TokenLedger,
         report: &mut CompactionReport,
         steps: &mut Vec<&str>,
     ) {
@@ -528,7 +536,7 @@ impl Compactor {
                     None => report.clipped.push(item),
                 }
             }
-            if count_conversation(self.counter, work) <= target || limit <= MIN_CLIP_TOKENS {
+            if ledger.resync_conversation(work) <= target || limit <= MIN_CLIP_TOKENS {
                 break;
             }
             limit = (limit / 2).max(MIN_CLIP_TOKENS);

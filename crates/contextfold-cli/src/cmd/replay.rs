@@ -5,7 +5,6 @@ use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::Compactor;
-use contextfold::core::tokens::{Memoized, TokenCounter};
 use contextfold::replay::{relate_to_none, replay, Price, ReplayConfig, StrategyResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -52,7 +51,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
     // Replay counts the same outputs many times over; remember their counts.
-    let counter: &'static dyn TokenCounter = Box::leak(Box::new(Memoized::new(args.counting.tokenizer.counter())));
+    let counter = args.counting.tokenizer.memoized();
     let compactor = Compactor::new(summarizer).with_counter(counter);
     let jobs: Vec<(PathBuf, u64)> =
         files.iter().flat_map(|file| args.window.iter().map(move |window| (file.clone(), *window))).collect();

@@ -14,7 +14,7 @@
 
 use super::count::{count_block, count_system, count_tools, MESSAGE_OVERHEAD};
 use super::TokenCounter;
-use crate::conversation::{Conversation, Message};
+use crate::conversation::{Conversation, Message, System};
 use crate::hash::{message_fingerprint, StableHasher};
 use std::collections::HashMap;
 
@@ -133,25 +133,39 @@ impl<'a> TokenLedger<'a> {
     /// definitions (memoised together by one fingerprint) plus [`sync`](TokenLedger::sync)
     /// of the messages.
     pub fn sync_conversation(&mut self, conversation: &Conversation) -> u64 {
+        self.sync_preamble(conversation) + self.sync(&conversation.messages)
+    }
+
+    /// [`sync_conversation`](TokenLedger::sync_conversation) after an edit anywhere in the
+    /// history (eviction, clipping): every message is fingerprinted and only those not
+    /// seen before are counted.
+    pub fn resync_conversation(&mut self, conversation: &Conversation) -> u64 {
+        self.sync_preamble(conversation) + self.resync(&conversation.messages)
+    }
+
+    /// The system prompt and tool definitions, memoised together by one fingerprint.
+    fn sync_preamble(&mut self, conversation: &Conversation) -> u64 {
+        // Writing into a hasher cannot fail.
         let mut hasher = StableHasher::default();
         match &conversation.system {
             None => hasher.write(b"none"),
-            Some(system) => {
-                let value = match system {
-                    crate::conversation::System::Text(text) => serde_json::Value::String(text.clone()),
-                    crate::conversation::System::Blocks(blocks) => {
-                        serde_json::Value::Array(blocks.iter().map(crate::conversation::Block::to_value).collect())
-                    }
-                };
-                hasher.write(value.to_string().as_bytes())
+            Some(System::Text(text)) => hasher.write(b"text").write(text.as_bytes()),
+            Some(System::Blocks(blocks)) => {
+                for block in blocks {
+                    let _ = serde_json::to_writer(&mut hasher, &block.to_value());
+                }
+                hasher.write(b"blocks")
             }
         };
         match &conversation.tools {
             None => hasher.write(b"none"),
-            Some(tools) => hasher.write(serde_json::Value::Array(tools.clone()).to_string().as_bytes()),
+            Some(tools) => {
+                let _ = serde_json::to_writer(&mut hasher, tools);
+                hasher.write(b"tools")
+            }
         };
         let print = hasher.finish();
-        let preamble = match self.preamble {
+        match self.preamble {
             Some(ref entry) if entry.fingerprint == print => entry.tokens,
             _ => {
                 let tokens = conversation.system.as_ref().map_or(0, |system| count_system(self.counter, system))
@@ -159,8 +173,7 @@ impl<'a> TokenLedger<'a> {
                 self.preamble = Some(Entry { fingerprint: print, tokens, blocks: Box::default() });
                 tokens
             }
-        };
-        preamble + self.sync(&conversation.messages)
+        }
     }
 
     fn push(&mut self, message: &Message, known: Option<(u64, Option<Entry>)>) {

@@ -10,7 +10,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Texts shorter than this are counted directly: hashing them saves nothing.
-const MIN_MEMO_BYTES: usize = 256;
+const MIN_MEMO_BYTES: usize = 64;
+
+/// The cache starts over when it holds this many counts (about 8 MB), so that a
+/// long-running program's memory stays bounded.
+const MAX_ENTRIES: usize = 1 << 18;
 
 /// Wraps a counter with a cache of counts by text hash.
 pub struct Memoized<C> {
@@ -45,7 +49,11 @@ impl<C: TokenCounter> TokenCounter for Memoized<C> {
             return *count;
         }
         let count = self.inner.count_text(text);
-        self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(key, count);
+        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if counts.len() >= MAX_ENTRIES {
+            counts.clear();
+        }
+        counts.insert(key, count);
         count
     }
 }

@@ -51,6 +51,7 @@ pub use memo::Memoized;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 /// Something that counts the tokens of a text.
 ///
@@ -118,6 +119,26 @@ impl Tokenizer {
             #[cfg(feature = "bpe")]
             Tokenizer::Cl100k => &Cl100k,
             Tokenizer::Estimate => &Estimate,
+            Tokenizer::Chars4 => &Chars4,
+        }
+    }
+
+    /// The counter behind a [`Memoized`] cache shared for the life of the program, for
+    /// callers that count the same texts many times (replay, a long-running proxy). Counts
+    /// are the same as [`counter`](Tokenizer::counter)'s. Chars4 is returned bare: it is
+    /// cheaper than a hash.
+    pub fn memoized(self) -> &'static dyn TokenCounter {
+        #[cfg(feature = "bpe")]
+        static O200K: LazyLock<Memoized<O200k>> = LazyLock::new(|| Memoized::new(O200k));
+        #[cfg(feature = "bpe")]
+        static CL100K: LazyLock<Memoized<Cl100k>> = LazyLock::new(|| Memoized::new(Cl100k));
+        static ESTIMATE: LazyLock<Memoized<Estimate>> = LazyLock::new(|| Memoized::new(Estimate));
+        match self {
+            #[cfg(feature = "bpe")]
+            Tokenizer::O200k => &*O200K,
+            #[cfg(feature = "bpe")]
+            Tokenizer::Cl100k => &*CL100K,
+            Tokenizer::Estimate => &*ESTIMATE,
             Tokenizer::Chars4 => &Chars4,
         }
     }

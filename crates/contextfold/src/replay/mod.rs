@@ -16,9 +16,10 @@ pub mod strategies;
 
 use crate::compactor::Compactor;
 use crate::summarize::Usage;
+use contextfold_core::check::normalize;
 use contextfold_core::extract::extract;
 use contextfold_core::hash::{canonical_json, hash_bytes, message_fingerprint};
-use contextfold_core::probe::{is_recalled, probes, request_text, ProbeKind};
+use contextfold_core::probe::{is_recalled, join_texts, message_text, probes, ProbeKind};
 use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter};
 use contextfold_core::tools::Preset;
 use contextfold_core::{Conversation, Message, Role};
@@ -195,25 +196,26 @@ impl BlockCounts {
 }
 
 /// One request as (hash, tokens) per block, kept per message so an unchanged message is
-/// not hashed again.
+/// not hashed again; with each message's fingerprint.
 #[derive(Default)]
 struct Request {
     messages: Vec<Message>,
     blocks: Vec<Vec<(u64, u64)>>,
+    prints: Vec<u64>,
 }
 
 impl Request {
     /// The request for `messages`, reusing the blocks of `previous` for identical messages.
     fn new(messages: Vec<Message>, previous: &Request, counts: &mut BlockCounts) -> Request {
-        let blocks = messages
+        let (blocks, prints) = messages
             .iter()
             .enumerate()
-            .map(|(index, message)| match (previous.messages.get(index), previous.blocks.get(index)) {
-                (Some(old), Some(blocks)) if old == message => blocks.clone(),
-                _ => counts.message(message),
+            .map(|(index, message)| match previous.messages.get(index) {
+                Some(old) if old == message => (previous.blocks[index].clone(), previous.prints[index]),
+                _ => (counts.message(message), message_fingerprint(message)),
             })
-            .collect();
-        Request { messages, blocks }
+            .unzip();
+        Request { messages, blocks, prints }
     }
 
     fn tokens(&self) -> u64 {
@@ -248,6 +250,11 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
         .filter(|&index| conversation.messages[index].role == Role::Assistant)
         .collect();
     let mut counts = BlockCounts { counter: config.counter, memo: HashMap::new() };
+    let mut probe_texts = ProbeTexts {
+        history_prints: conversation.messages.iter().map(message_fingerprint).collect(),
+        system: system_text.as_deref().map(normalize),
+        messages: HashMap::new(),
+    };
     let mut results = Vec::new();
     for name in &config.strategies {
         let mut strategy = strategy(name, &setting).ok_or_else(|| {
@@ -279,7 +286,7 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
                 result.compaction_steps.push(step_index);
                 result.summarizer_calls += step.summarizer_calls;
                 add_summarizer(&mut result, step.summarizer_usage, config.price);
-                check_probes(history, &request.messages, system_text.as_deref(), &mut result);
+                check_probes(history, &request, &mut probe_texts, &mut result);
             }
             previous = request;
         }
@@ -296,18 +303,42 @@ fn add_summarizer(result: &mut StrategyResult, usage: Usage, price: Price) {
     result.cost_usd += (usage.input_tokens as f64 * price.input + usage.output_tokens as f64 * price.output) / 1e6;
 }
 
+/// What probe checks reuse across calls: the history's fingerprints and the normalized text
+/// of every message seen, by fingerprint.
+struct ProbeTexts {
+    history_prints: Vec<u64>,
+    system: Option<String>,
+    messages: HashMap<u64, String>,
+}
+
+impl ProbeTexts {
+    /// The normalized text of `request`, as [`contextfold_core::probe::request_text`] gives it.
+    fn request(&mut self, request: &Request) -> String {
+        for (message, print) in request.messages.iter().zip(&request.prints) {
+            self.messages.entry(*print).or_insert_with(|| message_text(message));
+        }
+        let parts = request.prints.iter().map(|print| self.messages[print].as_str());
+        join_texts(self.system.as_deref().into_iter().chain(parts))
+    }
+}
+
 /// Probes from the history messages the request no longer carries unchanged, checked
 /// against the request.
-fn check_probes(history: &[Message], request: &[Message], system: Option<&str>, result: &mut StrategyResult) {
-    let kept: HashSet<u64> = request.iter().map(message_fingerprint).collect();
-    let folded: Vec<Message> =
-        history.iter().filter(|message| !kept.contains(&message_fingerprint(message))).cloned().collect();
+fn check_probes(history: &[Message], request: &Request, texts: &mut ProbeTexts, result: &mut StrategyResult) {
+    let kept: HashSet<u64> = request.prints.iter().copied().collect();
+    let folded: Vec<Message> = (history.iter().zip(&texts.history_prints))
+        .filter(|(_, print)| !kept.contains(print))
+        .map(|(message, _)| message.clone())
+        .collect();
     if folded.is_empty() {
         return;
     }
     let first_is_start = history.first().is_some_and(|first| folded.first() == Some(first));
     let probes = probes(&extract(&folded, Preset::Auto), first_is_start);
-    let text = request_text(system, request);
+    if probes.is_empty() {
+        return;
+    }
+    let text = texts.request(request);
     for probe in probes {
         let hit = is_recalled(&text, &probe);
         result.probes += 1;
