@@ -4,7 +4,10 @@
 
 use contextfold::compactor::{CompactConfig, CompactionReport, Compactor, Target};
 use contextfold::core::{Conversation, Message, Role};
-use contextfold::store::{HitLocation, MemoryStore, Payload, SessionStore, Summary};
+use contextfold::store::{
+    handle_recall, recall_tool_definition, HitLocation, MemoryStore, Payload, SessionStore, Summary, MAX_RECALL_CHARS,
+    RECALL_TOOL_NAME,
+};
 use contextfold::summarize::Usage;
 use std::path::Path;
 
@@ -196,12 +199,125 @@ fn exact_and_atomic(store: &dyn SessionStore) {
     assert!(store.persist_compaction("no-such-session", &messages, &[], None, &serde_json::json!({})).is_err());
 }
 
+/// A payload stored in `session` under its own ref.
+fn put(store: &dyn SessionStore, session: &str, payload: serde_json::Value) -> String {
+    let reference = contextfold::core::hash::payload_ref(&payload);
+    let stored = Payload {
+        reference: reference.clone(),
+        session: session.to_string(),
+        tool: "Bash".into(),
+        kind: "shell".into(),
+        target: None,
+        tokens: 1,
+        message: 0,
+        block: 0,
+        payload,
+    };
+    store.put_payload(&stored).expect("put");
+    reference
+}
+
+/// Calls the recall tool with `input` until the last page, checking each page's header and
+/// size, and returns the pages' bodies put together.
+fn recall_all(store: &dyn SessionStore, session: &str, reference: &str) -> (String, usize) {
+    let first = handle_recall(store, session, &serde_json::json!({"ref": reference}));
+    assert!(!first.is_error, "{}", first.content);
+    let Some(header) = first.content.strip_prefix("[page 1/") else { return (first.content, 1) };
+    let pages: usize = header.split('/').next().and_then(|n| n.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    let mut whole = String::new();
+    for page in 1..=pages {
+        let out = handle_recall(store, session, &serde_json::json!({"ref": reference, "page": page}));
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.chars().count() <= MAX_RECALL_CHARS, "page {page} is too big");
+        let (header, body) = out.content.split_once('\n').expect("a header line");
+        assert!(header.starts_with(&format!("[page {page}/{pages} of {reference}; ")), "{header}");
+        if page < pages {
+            assert!(header.contains(&format!("call {RECALL_TOOL_NAME} with ref {reference} and page={}", page + 1)));
+        }
+        whole.push_str(body);
+    }
+    (whole, pages)
+}
+
+/// The recall tool: huge payloads come back in bounded pages that reassemble exactly; bad
+/// input, unknown refs and pages out of range are error results; queries find snippets.
+fn recall_tool(store: &dyn SessionStore) {
+    let session = store.create_session("recall").expect("create");
+    let lines: String = (0..40_000).map(|i| format!("{i:05} line of a very long build log é😀\n")).collect();
+    let reference = put(store, &session, serde_json::json!(lines.clone()));
+    let (whole, pages) = recall_all(store, &session, &reference);
+    assert!(pages > 20, "{pages} pages");
+    assert_eq!(whole, lines, "the pages reassemble to the payload byte for byte");
+
+    // One line longer than a page is cut on character boundaries.
+    let line = "é".repeat(100_000);
+    let reference = put(store, &session, serde_json::json!(line.clone()));
+    assert_eq!(recall_all(store, &session, &reference), (line, 4));
+
+    // A small block list comes back whole, text blocks as they are.
+    let blocks = serde_json::json!([{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]);
+    let reference = put(store, &session, blocks);
+    assert_eq!(recall_all(store, &session, &reference), ("first\nsecond".to_string(), 1));
+
+    let unknown = handle_recall(store, &session, &serde_json::json!({"ref": "cf-000000000000"}));
+    assert!(unknown.is_error && unknown.content.contains("cf-000000000000"), "{}", unknown.content);
+    let out_of_range = handle_recall(store, &session, &serde_json::json!({"ref": reference, "page": 2}));
+    assert!(out_of_range.is_error && out_of_range.content.contains("page 2 is out of range"), "{out_of_range:?}");
+    for bad in [serde_json::json!({}), serde_json::json!(null), serde_json::json!({"ref": "x", "query": "y"})] {
+        let out = handle_recall(store, &session, &bad);
+        assert!(out.is_error, "{bad}: {}", out.content);
+        assert!(out.content.starts_with(&format!("{RECALL_TOOL_NAME} failed: ")), "{}", out.content);
+    }
+
+    store
+        .append_messages(&session, &[Message::text(Role::User, "the flaky Zanzibar test fails again")])
+        .expect("append");
+    let found = handle_recall(store, &session, &serde_json::json!({"query": "zanzibar"}));
+    assert!(!found.is_error);
+    assert!(found.content.contains("- message 0: ") && found.content.contains("[Zanzibar]"), "{}", found.content);
+    let none = handle_recall(store, &session, &serde_json::json!({"query": "quetzalcoatl"}));
+    assert!(!none.is_error && none.content.starts_with("no matches"), "{}", none.content);
+    for i in 0..25 {
+        store.push_messages(&session, &[Message::text(Role::User, format!("wombat sighting {i}"))]).expect("push");
+    }
+    let first = handle_recall(store, &session, &serde_json::json!({"query": "wombat"}));
+    assert!(first.content.starts_with("25 matches for \"wombat\" [page 1/3; "), "{}", first.content);
+    assert_eq!(first.content.lines().count(), 11);
+    let last = handle_recall(store, &session, &serde_json::json!({"query": "wombat", "page": 3}));
+    assert_eq!(last.content.lines().count(), 6, "{}", last.content);
+    assert!(handle_recall(store, &session, &serde_json::json!({"query": "wombat", "page": 4})).is_error);
+}
+
 #[test]
 fn memory_store() {
     example_round_trip(&MemoryStore::new());
     dedup(&MemoryStore::new());
     search_and_delete(&MemoryStore::new());
     exact_and_atomic(&MemoryStore::new());
+    recall_tool(&MemoryStore::new());
+}
+
+#[test]
+fn recall_tool_definitions() {
+    use contextfold::core::format::{to_value, Format, Layout};
+    let anthropic = recall_tool_definition(Format::Anthropic);
+    assert_eq!(anthropic["name"], RECALL_TOOL_NAME);
+    assert!(anthropic["description"].as_str().is_some_and(|text| text.contains("ref")));
+    let properties = &anthropic["input_schema"]["properties"];
+    assert_eq!(
+        (properties["ref"]["type"].as_str(), properties["query"]["type"].as_str()),
+        (Some("string"), Some("string"))
+    );
+    assert_eq!(properties["page"]["type"], "integer");
+    assert_eq!(recall_tool_definition(Format::ClaudeCode), anthropic);
+
+    let openai = recall_tool_definition(Format::OpenAi);
+    assert_eq!(openai["type"], "function");
+    assert_eq!(openai["function"]["name"], RECALL_TOOL_NAME);
+    // The OpenAI form is what the OpenAI writer makes of the Anthropic one.
+    let conversation = Conversation { tools: Some(vec![anthropic]), ..Conversation::default() };
+    let written = to_value(&conversation, Format::OpenAi, Layout::Object).expect("writes");
+    assert_eq!(written["tools"][0], openai);
 }
 
 #[cfg(feature = "sqlite")]
@@ -228,6 +344,7 @@ mod sqlite {
         dedup(&SqliteStore::open(&path).expect("open"));
         search_and_delete(&SqliteStore::open(&path).expect("open"));
         exact_and_atomic(&SqliteStore::open(&path).expect("open"));
+        recall_tool(&SqliteStore::open(&path).expect("open"));
         // Reopening sees what was stored.
         let store = SqliteStore::open(&path).expect("reopen");
         assert!(store.sessions().expect("sessions").iter().any(|info| info.name == "examples/session.json"));
