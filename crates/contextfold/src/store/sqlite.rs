@@ -165,15 +165,22 @@ impl SqliteStore {
     ) -> Result<Appended, StoreError> {
         self.check_session(transaction, session)?;
         let sql = |err| self.sql(err);
-        let stored: Vec<String> = {
+        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
+        // Aligning reads the stored hashes; a plain push needs only the next sequence number,
+        // so appending one message at a time does not cost the whole history each time.
+        let (skipped, mut sequence) = if align {
             let mut statement =
                 transaction.prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq").map_err(sql)?;
             let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
-            rows.collect::<Result<_, _>>().map_err(sql)?
+            let stored: Vec<String> = rows.collect::<Result<_, _>>().map_err(sql)?;
+            (aligned_prefix(&stored, &incoming), stored.len())
+        } else {
+            let next: i64 = transaction
+                .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session = ?1")
+                .and_then(|mut statement| statement.query_row([session], |row| row.get(0)))
+                .map_err(sql)?;
+            (0, to_usize(next))
         };
-        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
-        let skipped = if align { aligned_prefix(&stored, &incoming) } else { 0 };
-        let mut sequence = stored.len();
         for (message, hash) in messages.iter().zip(&incoming).skip(skipped) {
             let json = encode_json(&message.to_value());
             transaction
