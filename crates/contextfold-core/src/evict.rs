@@ -53,6 +53,10 @@ pub struct EvictConfig {
     /// Drop thinking blocks of all but the last N user turns, never in the current tool
     /// loop. This removes blocks; it is off by default.
     pub keep_thinking_turns: Option<usize>,
+    /// Pointers tell the model to restore a payload with the `context_recall` tool instead of
+    /// re-running its tool. Only true when the model has that tool and a store keeps the
+    /// payloads; off by default.
+    pub recall_tool: bool,
 }
 
 impl Default for EvictConfig {
@@ -68,6 +72,7 @@ impl Default for EvictConfig {
             min_payload_tokens: 64,
             clear_inputs_over: None,
             keep_thinking_turns: None,
+            recall_tool: false,
         }
     }
 }
@@ -226,7 +231,9 @@ fn evict_counted(
             break;
         }
         let tokens = counts[choice.message][choice.block];
-        let Some(offload) = offload(&conversation.messages[choice.message], choice, tokens, counter) else {
+        let Some(offload) =
+            offload(&conversation.messages[choice.message], choice, tokens, config.recall_tool, counter)
+        else {
             continue;
         };
         total -= offload.freed;
@@ -448,7 +455,12 @@ fn clip(text: &str, max_chars: usize) -> String {
     clip_chars(text.lines().next().unwrap_or(""), max_chars)
 }
 
-fn restore_hint(kind: ActionKind) -> &'static str {
+/// How the model gets a payload back: with the recall tool when it has one, else by redoing
+/// what produced it.
+fn restore_hint(kind: ActionKind, recall_tool: bool) -> &'static str {
+    if recall_tool {
+        return "call context_recall with this ref to restore";
+    }
     match kind {
         ActionKind::FileRead => "re-read the file to restore",
         ActionKind::FileWrite | ActionKind::FileEdit => "read the file to see its current state",
@@ -459,20 +471,34 @@ fn restore_hint(kind: ActionKind) -> &'static str {
     }
 }
 
-/// The pointer text for a payload.
-pub fn pointer(tool: &str, action: &Action, lines: usize, tokens: u64, reason: Reason, reference: &str) -> String {
+/// The pointer text for a payload; `recall_tool` as in [`EvictConfig::recall_tool`].
+pub fn pointer(
+    tool: &str,
+    action: &Action,
+    lines: usize,
+    tokens: u64,
+    reason: Reason,
+    reference: &str,
+    recall_tool: bool,
+) -> String {
     let target = action.target.as_deref().map(|target| format!(" {}", clip(target, 80))).unwrap_or_default();
     let range = action.range.as_deref().map(|range| format!(" [{range}]")).unwrap_or_default();
     format!(
         "{POINTER_PREFIX}{tool}{target}{range} ({lines} lines, {} tokens; {}) — {}; ref {reference}]",
         short_tokens(tokens),
         reason.phrase(),
-        restore_hint(action.kind)
+        restore_hint(action.kind, recall_tool)
     )
 }
 
 /// Plans one offload without applying it; `None` when it would free nothing.
-fn offload(message: &Message, choice: Choice, tokens: u64, counter: &dyn TokenCounter) -> Option<Offload> {
+fn offload(
+    message: &Message,
+    choice: Choice,
+    tokens: u64,
+    recall_tool: bool,
+    counter: &dyn TokenCounter,
+) -> Option<Offload> {
     let block = message.content.get(choice.block)?;
     let (payload, replacement) = match block {
         Block::ToolResult(result) => {
@@ -483,7 +509,7 @@ fn offload(message: &Message, choice: Choice, tokens: u64, counter: &dyn TokenCo
             };
             let reference = payload_ref(&payload);
             let lines = result.text().lines().count();
-            let text = pointer(&choice.tool, &choice.action, lines, tokens, choice.reason, &reference);
+            let text = pointer(&choice.tool, &choice.action, lines, tokens, choice.reason, &reference, recall_tool);
             let mut replaced = result.clone();
             replaced.content = Some(ToolResultContent::Text(text));
             (payload, Block::ToolResult(replaced))
@@ -498,11 +524,12 @@ fn offload(message: &Message, choice: Choice, tokens: u64, counter: &dyn TokenCo
                     continue;
                 }
                 *value = Value::String(format!(
-                    "{POINTER_PREFIX}`{key}` of this {} call ({} lines, {} tokens; {}) — read the file to see its current state; ref {reference}]",
+                    "{POINTER_PREFIX}`{key}` of this {} call ({} lines, {} tokens; {}) — {}; ref {reference}]",
                     choice.tool,
                     text.lines().count(),
                     short_tokens(counter.count_text(text)),
                     choice.reason.phrase(),
+                    restore_hint(ActionKind::FileWrite, recall_tool),
                 ));
             }
             (tool_use.input.clone(), Block::ToolUse(replaced))
@@ -632,6 +659,17 @@ mod tests {
         assert!(text.contains("superseded by a later read) — re-read the file to restore; ref cf-"), "{text}");
         // Already-evicted payloads are never processed again.
         assert_eq!(check(&mut conversation, &no_age()), []);
+    }
+
+    #[test]
+    fn pointers_name_the_recall_tool_when_asked() {
+        let steps = [("Read", read("a.rs"), big("a1")), ("Read", read("a.rs"), big("a2"))];
+        let mut conversation = session(&steps);
+        let config = EvictConfig { recall_tool: true, clear_inputs_over: Some(1), ..no_age() };
+        check(&mut conversation, &config);
+        let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
+        let text = result.text();
+        assert!(text.contains("superseded by a later read) — call context_recall with this ref to restore; ref cf-"));
     }
 
     #[test]

@@ -14,6 +14,17 @@ pub const SUMMARY_PREFIX: &str = "[contextfold: summary of the earlier conversat
 /// The text standing in for folded turns when no summary is given.
 pub const OMITTED_MARKER: &str = "[contextfold: earlier conversation omitted]";
 
+/// The last paragraph of a summary when the model has the recall tool: what compaction
+/// removed can be fetched back. [`split_summary`] leaves it out, so a later summary is not
+/// asked to summarize it.
+pub const RECALL_NOTE: &str = "[contextfold: the full earlier conversation and every offloaded output are kept; \
+call context_recall with a pointer's ref to restore an output, or with a query to search the earlier conversation]";
+
+/// `summary` with the [`RECALL_NOTE`] as its last paragraph.
+pub fn with_recall_note(summary: &str) -> String {
+    format!("{}\n\n{RECALL_NOTE}", summary.trim_end())
+}
+
 /// A summary block holding `summary` under the marker.
 pub fn summary_block(summary: &str) -> Block {
     Block::text(format!("{SUMMARY_PREFIX}\n{}", summary.trim_end()))
@@ -24,6 +35,7 @@ fn summary_text(block: &Block) -> Option<&str> {
         .as_text()
         .and_then(|text| text.strip_prefix(SUMMARY_PREFIX))
         .map(|rest| rest.strip_prefix('\n').unwrap_or(rest))
+        .map(|text| text.strip_suffix(RECALL_NOTE).map_or(text, str::trim_end))
 }
 
 /// Whether `message` is a user message carrying a contextfold summary.
@@ -143,5 +155,15 @@ mod tests {
         let out = assemble(&conversation, None, &[], &conversation.messages[3..]);
         assert_eq!(out.messages[0].content[0].as_text(), Some(OMITTED_MARKER));
         assert!(validate(&out).is_empty());
+    }
+
+    #[test]
+    fn the_recall_note_is_left_out_when_split() {
+        let conversation = conversation();
+        let summary = with_recall_note("did things\n");
+        let out = assemble(&conversation, Some(&summary), &[], &conversation.messages[4..]);
+        let text = out.messages[0].content[0].as_text().unwrap_or_default();
+        assert!(text.ends_with(&format!("did things\n\n{RECALL_NOTE}")), "{text}");
+        assert_eq!(split_summary(&out.messages[0]).expect("a summary").summary, "did things");
     }
 }

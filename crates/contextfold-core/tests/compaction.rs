@@ -376,6 +376,7 @@ fn evict_config_strategy() -> impl Strategy<Value = EvictConfig> {
                     min_payload_tokens,
                     clear_inputs_over,
                     keep_thinking_turns: None,
+                    recall_tool: false,
                 }
             },
         )

@@ -7,8 +7,12 @@
 //! has its largest tool outputs clipped, the newest included. Every fallback is recorded in
 //! the report with its reason. The result is validated; an invalid result is a bug and is
 //! returned as an error, never as a conversation.
+//!
+//! With a store ([`Compactor::with_store`]) every compaction is kept in the cold layer: the
+//! history it saw, each payload it removed, its summary and its report, in one transaction.
 
 use crate::cache::{cache_key, LruCache, SummaryCache};
+use crate::store::{Payload, SessionId, SessionStore, StoreError, Summary};
 use crate::summarize::{Extractive, Summarizer, SummaryRequest, Usage};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::clip::{clip, ClipConfig, Clipped, MIN_CLIP_TOKENS};
@@ -17,7 +21,7 @@ use contextfold_core::extract::extract;
 use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
-use contextfold_core::summary::{assemble, split_summary};
+use contextfold_core::summary::{assemble, split_summary, with_recall_note};
 use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Conversation, Message, Problem, Role};
 use serde::Serialize;
@@ -206,6 +210,8 @@ pub struct Compacted {
     pub conversation: Conversation,
     /// What was done.
     pub report: CompactionReport,
+    /// The summary written for the head (without the recall note), when one was.
+    pub summary: Option<Summary>,
 }
 
 /// A compaction that could not produce a valid conversation.
@@ -217,6 +223,22 @@ pub enum CompactError {
     /// The result broke a provider rule: a bug in contextfold, reported instead of written.
     #[error("compaction produced an invalid conversation (a bug; please report it): {}", .0.first().map(ToString::to_string).unwrap_or_default())]
     Invalid(Vec<Problem>),
+    /// The compaction succeeded but the store could not keep it, so its pointers may name
+    /// payloads that cannot be recalled. The result is here for a caller that sends it anyway.
+    #[error("the compaction could not be stored: {source}")]
+    Store {
+        /// Why.
+        source: StoreError,
+        /// The compaction, complete but not stored.
+        compacted: Box<Compacted>,
+    },
+}
+
+/// Where a compactor keeps what it removes.
+#[derive(Clone)]
+struct Persistence {
+    store: Arc<dyn SessionStore>,
+    session: SessionId,
 }
 
 /// Compacts conversations with one summarizer, a summary cache and a token counter.
@@ -226,6 +248,7 @@ pub struct Compactor {
     fallback: Extractive,
     cache: Arc<dyn SummaryCache>,
     counter: &'static dyn TokenCounter,
+    persistence: Option<Persistence>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -233,6 +256,7 @@ impl std::fmt::Debug for Compactor {
         f.debug_struct("Compactor")
             .field("summarizer", &self.summarizer.id())
             .field("counter", &self.counter.name())
+            .field("session", &self.persistence.as_ref().map(|persistence| &persistence.session))
             .finish()
     }
 }
@@ -252,7 +276,27 @@ impl Compactor {
             fallback: Extractive::default(),
             cache: Arc::new(LruCache::default()),
             counter: Tokenizer::Estimate.counter(),
+            persistence: None,
         }
+    }
+
+    /// Keeps every compaction in `session` of `store` (default: none): the history it saw,
+    /// each payload it removed (so the recall tool can restore it), its summary and its
+    /// report, all in one transaction. A store that fails makes [`Compactor::compact`]
+    /// return [`CompactError::Store`], which carries the compaction.
+    ///
+    /// The model learns of the recall tool from the pointers only when
+    /// [`EvictConfig::recall_tool`] is set; offer it
+    /// [`recall_tool_definition`](crate::store::recall_tool_definition) then, and answer its
+    /// calls with [`handle_recall`](crate::store::handle_recall).
+    pub fn with_store(mut self, store: Arc<dyn SessionStore>, session: impl Into<SessionId>) -> Compactor {
+        self.persistence = Some(Persistence { store, session: session.into() });
+        self
+    }
+
+    /// The store and session compactions are kept in, when set.
+    pub(crate) fn store(&self) -> Option<(&dyn SessionStore, &str)> {
+        self.persistence.as_ref().map(|persistence| (persistence.store.as_ref(), persistence.session.as_str()))
     }
 
     /// Uses `cache` for summaries (default: an in-memory LRU of 64).
@@ -278,8 +322,36 @@ impl Compactor {
         &self.summarizer
     }
 
-    /// Compacts `conversation` (which is not changed) as `config` asks.
+    /// Compacts `conversation` (which is not changed) as `config` asks, and stores the
+    /// compaction with `conversation`'s messages as its history when a store is set.
     pub async fn compact(
+        &self,
+        conversation: &Conversation,
+        config: &CompactConfig,
+    ) -> Result<Compacted, CompactError> {
+        let compacted = self.compact_unstored(conversation, config).await?;
+        self.persist(&conversation.messages, compacted)
+    }
+
+    /// Stores `compacted` with `history`, the messages as the caller has them (which may differ
+    /// from the compactor's input, e.g. the middleware's working copy), when a store is set.
+    pub(crate) fn persist(&self, history: &[Message], compacted: Compacted) -> Result<Compacted, CompactError> {
+        let Some(persistence) = &self.persistence else { return Ok(compacted) };
+        let session = persistence.session.as_str();
+        let stored = serde_json::to_value(&compacted.report)
+            .map_err(|err| StoreError::Invalid(format!("the report does not serialize: {err}")))
+            .and_then(|report| {
+                let payloads = Payload::from_report(session, &compacted.report);
+                persistence.store.persist_compaction(session, history, &payloads, compacted.summary.as_ref(), &report)
+            });
+        match stored {
+            Ok(_) => Ok(compacted),
+            Err(source) => Err(CompactError::Store { source, compacted: Box::new(compacted) }),
+        }
+    }
+
+    /// [`Compactor::compact`] without storing.
+    pub(crate) async fn compact_unstored(
         &self,
         conversation: &Conversation,
         config: &CompactConfig,
@@ -301,6 +373,7 @@ impl Compactor {
         let target = config.target.tokens(report.tokens_before);
         report.target_tokens = target;
         let mut steps: Vec<&str> = Vec::new();
+        let mut stored_summary = None;
 
         if report.tokens_before > target {
             // The head is summarized from the messages as they were, not from pointers.
@@ -321,8 +394,15 @@ impl Compactor {
                             );
                         }
                         let head = original_head(&original, &work, &plan);
-                        let summary = self.summarize(&head, &plan, config, &mut report).await;
+                        let (head_hash, text) = self.summarize(&head, &plan, config, &mut report).await;
+                        let summary = if config.evict.recall_tool { with_recall_note(&text) } else { text.clone() };
                         report.summary_tokens = counter.count_text(&summary);
+                        stored_summary = Some(Summary {
+                            head_hash,
+                            summarizer: report.summarizer.clone().unwrap_or_default(),
+                            text,
+                            usage: report.summarizer_usage,
+                        });
                         report.turns_folded =
                             head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
                         report.messages_folded = head.len();
@@ -360,7 +440,7 @@ impl Compactor {
         }
         report.valid = true;
         report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(Compacted { conversation: work, report })
+        Ok(Compacted { conversation: work, report, summary: stored_summary })
     }
 
     fn evict_to(
@@ -417,14 +497,15 @@ impl Compactor {
         plan_with_counts(work, &plan_config, self.counter, &counts)
     }
 
-    /// The summary of `head`, from the cache, the summarizer, or the extractive fallback.
+    /// The summary of `head`, from the cache, the summarizer, or the extractive fallback, with
+    /// the cache key it is kept under.
     async fn summarize(
         &self,
         head: &[Message],
         plan: &Plan,
         config: &CompactConfig,
         report: &mut CompactionReport,
-    ) -> String {
+    ) -> (String, String) {
         let previous = plan.previous_summary.as_deref();
         let id = self.summarizer.id();
         let budget = summary_budget(config, report.target_tokens);
@@ -432,7 +513,7 @@ impl Compactor {
         if let Some(text) = self.cache.get(&key) {
             report.cache_hit = true;
             report.summarizer = Some(id);
-            return text;
+            return (key, text);
         }
         let mut request = SummaryRequest {
             head: head.to_vec(),
@@ -454,9 +535,9 @@ impl Compactor {
                     request.previous = previous.map(str::to_string);
                     let text = self.fallback.summarize_now(&request).text;
                     // The fallback's summary is cached under its own id, not the LLM's.
-                    self.cache
-                        .put(&cache_key(head, previous, &config.instructions, budget, &self.fallback.id()), &text);
-                    return text;
+                    let key = cache_key(head, previous, &config.instructions, budget, &self.fallback.id());
+                    self.cache.put(&key, &text);
+                    return (key, text);
                 }
             }
         } else {
@@ -476,7 +557,7 @@ impl Compactor {
             }
         };
         self.cache.put(&key, &text);
-        text
+        (key, text)
     }
 
     /// Summarizes with the LLM in at most `max_chunks` calls, then checks the artifacts.
@@ -526,7 +607,11 @@ impl Compactor {
         };
         let mut clipped_any = false;
         loop {
-            let clip_config = ClipConfig { preset: config.evict.preset, ..ClipConfig::new(limit) };
+            let clip_config = ClipConfig {
+                preset: config.evict.preset,
+                recall_tool: config.evict.recall_tool,
+                ..ClipConfig::new(limit)
+            };
             let clipped = clip(work, &clip_config, self.counter);
             clipped_any |= !clipped.is_empty();
             for item in clipped {

@@ -47,6 +47,10 @@ pub struct CompactionEvent {
     pub summarizer_usage: Usage,
     /// Wall time in milliseconds.
     pub duration_ms: f64,
+    /// Why the store could not keep this compaction, when it could not: its pointers may
+    /// then name payloads the recall tool cannot restore. Absent without an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_error: Option<String>,
 }
 
 impl CompactionEvent {
@@ -67,6 +71,7 @@ impl CompactionEvent {
             summarizer_calls: report.summarizer_calls,
             summarizer_usage: report.summarizer_usage,
             duration_ms: report.duration_ms,
+            store_error: None,
         }
     }
 
@@ -84,5 +89,8 @@ impl CompactionEvent {
             duration_ms = self.duration_ms,
             "contextfold compaction"
         );
+        if let Some(error) = &self.store_error {
+            tracing::warn!(error = %error, "contextfold compaction not stored");
+        }
     }
 }

@@ -13,6 +13,8 @@
 //! - [`replay::replay`] replays a recorded session under several strategies and measures
 //!   cost with prompt caching, overflows and fact recall.
 //! - [`summarize::Summarizer`]: the offline [`summarize::Extractive`] summarizer and LLMs over HTTP.
+//! - [`store::SessionStore`] keeps what compaction removes ([`compactor::Compactor::with_store`]);
+//!   the model gets it back with the `context_recall` tool ([`store::handle_recall`]).
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

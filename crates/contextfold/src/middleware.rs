@@ -6,11 +6,16 @@
 //! evicted stays evicted and a summary stays until the next compaction, so the request
 //! prefix (and the provider's prompt cache) is unchanged between compactions. Token counts
 //! are memoised per message, so a call that does not compact costs the new messages only.
+//!
+//! With a store on its compactor ([`Compactor::with_store`]), each compaction is stored with
+//! the caller's history (not the working copy), and outputs clipped on ingest are stored as
+//! they are clipped, so every ref the model is shown can be recalled.
 
-use crate::compactor::{CompactConfig, Compactor, Target};
+use crate::compactor::{CompactConfig, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Trigger};
 use crate::policy::{default_policy, Decision, Policy, PolicyInput};
-use contextfold_core::clip::{clip, ClipConfig};
+use crate::store::Payload;
+use contextfold_core::clip::{clip, ClipConfig, Clipped};
 use contextfold_core::evict::EvictConfig;
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
@@ -76,6 +81,9 @@ pub struct Prepared {
     pub request_tokens: u64,
     /// Why no compaction ran, when the policy was asked and declined.
     pub skipped: Option<String>,
+    /// Why the store could not keep an output clipped on ingest or the compaction, when it
+    /// could not (the compaction's error is also in its event).
+    pub store_error: Option<String>,
 }
 
 impl Prepared {
@@ -187,8 +195,8 @@ impl CompactionMiddleware {
     }
 
     /// Brings the working copy up to date with `history`: appends what is new, or starts
-    /// over when the history was rewritten.
-    fn sync(&self, state: &mut State, history: &[Message]) {
+    /// over when the history was rewritten. Returns why the store failed, if it did.
+    fn sync(&self, state: &mut State, history: &[Message]) -> Option<String> {
         let extends = state.source_len > 0
             && history.len() >= state.source_len
             && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
@@ -199,12 +207,7 @@ impl CompactionMiddleware {
             state.turns_since = 0;
             history
         };
-        let mut added: Vec<Message> = new.to_vec();
-        if let Some(limit) = self.config.clip_on_ingest {
-            let mut incoming = Conversation { messages: std::mem::take(&mut added), ..Conversation::default() };
-            clip(&mut incoming, &ClipConfig::new(limit), self.compactor.counter());
-            added = incoming.messages;
-        }
+        let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len());
         state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
         if !added.is_empty() {
             Arc::make_mut(&mut state.working).extend(added);
@@ -216,15 +219,31 @@ impl CompactionMiddleware {
         } else {
             state.ledger.resync(&state.working);
         }
+        store_error
     }
 
-    /// `messages` with tool outputs over `clip_on_ingest` clipped (unchanged when it is off).
-    fn clip_ingested(&self, messages: Vec<Message>) -> Vec<Message> {
-        let Some(limit) = self.config.clip_on_ingest else { return messages };
+    /// `messages`, to follow `offset` messages of the working copy, with tool outputs over
+    /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
+    /// the full outputs, if it did.
+    fn clip_ingested(&self, messages: Vec<Message>, offset: usize) -> (Vec<Message>, Option<String>) {
+        let Some(limit) = self.config.clip_on_ingest else { return (messages, None) };
         let mut incoming = Conversation { messages, ..Conversation::default() };
-        let config = ClipConfig { preset: self.config.compact.evict.preset, ..ClipConfig::new(limit) };
-        clip(&mut incoming, &config, self.compactor.counter());
-        incoming.messages
+        let evict = &self.config.compact.evict;
+        let config = ClipConfig { preset: evict.preset, recall_tool: evict.recall_tool, ..ClipConfig::new(limit) };
+        let mut clipped = clip(&mut incoming, &config, self.compactor.counter());
+        clipped.iter_mut().for_each(|item| item.message += offset);
+        (incoming.messages, self.store_clipped(&clipped))
+    }
+
+    /// Stores the full outputs of `clipped`, when a store is set; returns why it failed.
+    fn store_clipped(&self, clipped: &[Clipped]) -> Option<String> {
+        let (store, session) = self.compactor.store()?;
+        let error = clipped
+            .iter()
+            .map(|item| store.put_payload(&Payload::from_clipped(session, item)))
+            .find_map(Result::err)?;
+        tracing::warn!(error = %error, "contextfold could not store a clipped output");
+        Some(error.to_string())
     }
 
     /// Prepares the request for the next call: `history` (the caller's, untouched) plus
@@ -232,19 +251,12 @@ impl CompactionMiddleware {
     /// would overflow the window.
     pub async fn prepare(&self, history: &[Message], pending: &[Message]) -> Prepared {
         let counter = self.compactor.counter();
-        // Pending input is ingested too: a huge output never enters the request whole.
-        let clipped_pending;
-        let pending = match self.config.clip_on_ingest {
-            Some(_) => {
-                clipped_pending = self.clip_ingested(pending.to_vec());
-                clipped_pending.as_slice()
-            }
-            None => pending,
-        };
-        let pending_tokens = count_messages(counter, pending);
-        let (input, working) = {
+        let (input, working, pending, pending_tokens, store_error) = {
             let mut state = self.lock();
-            self.sync(&mut state, history);
+            let synced = self.sync(&mut state, history);
+            // Pending input is ingested too: a huge output never enters the request whole.
+            let (pending, clipped) = self.clip_ingested(pending.to_vec(), state.working.len());
+            let pending_tokens = count_messages(counter, &pending);
             let estimate = self.fixed_tokens + state.ledger.total() + pending_tokens;
             state.last_estimate = estimate;
             state.calls += 1;
@@ -257,7 +269,7 @@ impl CompactionMiddleware {
                 calls: state.calls,
                 target_tokens: self.config.compact.target.tokens(estimate),
             };
-            (input, state.working.clone())
+            (input, state.working.clone(), pending, pending_tokens, synced.or(clipped))
         };
         let overflow = input.request_tokens > input.usable_window;
         let trigger = match self.policy.decide(&input).await {
@@ -267,35 +279,42 @@ impl CompactionMiddleware {
                 self.lock().consecutive = 0;
                 return Prepared {
                     history: working,
-                    pending: pending.to_vec(),
+                    pending,
                     event: None,
                     request_tokens: input.request_tokens,
                     skipped: Some(reason),
+                    store_error,
                 };
             }
         };
-        let (history, event) = self.compact_working(&working, trigger, pending_tokens).await;
-        let request_tokens = self.fixed_tokens + count_messages(counter, &history) + pending_tokens;
-        Prepared { history, pending: pending.to_vec(), event, request_tokens, skipped: None }
+        let (sent, event) = self.compact_working(&working, trigger, pending_tokens, history).await;
+        let request_tokens = self.fixed_tokens + count_messages(counter, &sent) + pending_tokens;
+        let store_error = store_error.or_else(|| event.as_ref().and_then(|event| event.store_error.clone()));
+        Prepared { history: sent, pending, event, request_tokens, skipped: None, store_error }
     }
 
     /// Compacts now, whatever the policy says (a user's `/compact`), and returns the
-    /// messages that will be sent from now on.
+    /// messages that will be sent from now on. A store failure is in the event.
     pub async fn compact_now(&self, history: &[Message]) -> (Vec<Message>, Option<CompactionEvent>) {
-        let working = {
+        let (working, synced) = {
             let mut state = self.lock();
-            self.sync(&mut state, history);
-            state.working.clone()
+            let synced = self.sync(&mut state, history);
+            (state.working.clone(), synced)
         };
-        let (messages, event) = self.compact_working(&working, Trigger::Manual, 0).await;
+        let (messages, mut event) = self.compact_working(&working, Trigger::Manual, 0, history).await;
+        if let (Some(event), Some(error)) = (&mut event, synced) {
+            event.store_error.get_or_insert(error);
+        }
         (messages.as_ref().clone(), event)
     }
 
+    /// Compacts the working copy and stores the compaction with the caller's `history`.
     async fn compact_working(
         &self,
         working: &Arc<Vec<Message>>,
         trigger: Trigger,
         pending_tokens: u64,
+        history: &[Message],
     ) -> (Arc<Vec<Message>>, Option<CompactionEvent>) {
         let conversation = Conversation {
             system: self.config.system.clone(),
@@ -310,9 +329,20 @@ impl CompactionMiddleware {
             let cap = usable.saturating_sub(pending_tokens);
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
-        match self.compactor.compact(&conversation, &config).await {
+        let result = match self.compactor.compact_unstored(&conversation, &config).await {
+            Ok(compacted) => self.compactor.persist(history, compacted),
+            Err(err) => Err(err),
+        };
+        // A compaction the store could not keep is still sent: the caller's history has every
+        // payload, and the event says what was not stored.
+        let (result, store_error) = match result {
+            Err(CompactError::Store { source, compacted }) => (Ok(*compacted), Some(source.to_string())),
+            other => (other, None),
+        };
+        match result {
             Ok(compacted) => {
-                let event = CompactionEvent::new(trigger, &compacted.report);
+                let mut event = CompactionEvent::new(trigger, &compacted.report);
+                event.store_error = store_error;
                 event.trace();
                 if let Some(observer) = &self.observer {
                     observer(&event);

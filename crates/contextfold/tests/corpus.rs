@@ -147,7 +147,7 @@ fn compact_session(path: &Path, failures: &mut Vec<String>) -> Vec<Outcome> {
         let started = Instant::now();
         let result = runtime.block_on(compactor.compact(&conversation, &cli_config(budget)));
         let elapsed = started.elapsed();
-        let Compacted { conversation: out, report } = match result {
+        let Compacted { conversation: out, report, .. } = match result {
             Ok(compacted) => compacted,
             Err(err) => {
                 failures.push(format!("{session} @ {budget}: {err}"));

@@ -2,11 +2,21 @@
 //! deduplication, search, deletion, schema and file checks, concurrent writers, and the
 //! corpus. The checks are written once over `&dyn SessionStore` and run on both stores.
 
-use contextfold::compactor::{CompactConfig, CompactionReport, Compactor, Target};
-use contextfold::core::{Conversation, Message, Role};
-use contextfold::store::{HitLocation, MemoryStore, Payload, SessionStore, Summary};
+use contextfold::compactor::{CompactConfig, CompactError, CompactionReport, Compactor, Strategy, Target};
+use contextfold::core::clip::CLIP_PREFIX;
+use contextfold::core::hash::payload_ref;
+use contextfold::core::summary::RECALL_NOTE;
+use contextfold::core::{Block, Conversation, Message, Role, ToolResultContent};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::store::{
+    handle_recall, recall_tool_definition, HitLocation, MemoryStore, Payload, SessionStore, Summary, MAX_RECALL_CHARS,
+    RECALL_TOOL_NAME,
+};
 use contextfold::summarize::Usage;
+use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/session.json");
 
@@ -14,10 +24,13 @@ fn load(path: &Path) -> Conversation {
     contextfold::input::load(path, None).unwrap_or_else(|err| panic!("{err}")).conversation
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().build().expect("a runtime")
+}
+
 fn compact(conversation: &Conversation, budget: u64) -> CompactionReport {
     let config = CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
-    runtime.block_on(Compactor::default().compact(conversation, &config)).expect("compaction succeeds").report
+    runtime().block_on(Compactor::default().compact(conversation, &config)).expect("compaction succeeds").report
 }
 
 /// Stores `conversation`, compacts it at `budget`, stores what the compaction removed in one
@@ -210,6 +223,95 @@ fn meta(store: &dyn SessionStore) {
     assert!(store.session_meta("no-such-session").is_err());
 }
 
+/// A payload stored in `session` under its own ref.
+fn put(store: &dyn SessionStore, session: &str, payload: serde_json::Value) -> String {
+    let reference = contextfold::core::hash::payload_ref(&payload);
+    let stored = Payload {
+        reference: reference.clone(),
+        session: session.to_string(),
+        tool: "Bash".into(),
+        kind: "shell".into(),
+        target: None,
+        tokens: 1,
+        message: 0,
+        block: 0,
+        payload,
+    };
+    store.put_payload(&stored).expect("put");
+    reference
+}
+
+/// Calls the recall tool with `input` until the last page, checking each page's header and
+/// size, and returns the pages' bodies put together.
+fn recall_all(store: &dyn SessionStore, session: &str, reference: &str) -> (String, usize) {
+    let first = handle_recall(store, session, &serde_json::json!({"ref": reference}));
+    assert!(!first.is_error, "{}", first.content);
+    let Some(header) = first.content.strip_prefix("[page 1/") else { return (first.content, 1) };
+    let pages: usize = header.split('/').next().and_then(|n| n.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    let mut whole = String::new();
+    for page in 1..=pages {
+        let out = handle_recall(store, session, &serde_json::json!({"ref": reference, "page": page}));
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.chars().count() <= MAX_RECALL_CHARS, "page {page} is too big");
+        let (header, body) = out.content.split_once('\n').expect("a header line");
+        assert!(header.starts_with(&format!("[page {page}/{pages} of {reference}; ")), "{header}");
+        if page < pages {
+            assert!(header.contains(&format!("call {RECALL_TOOL_NAME} with ref {reference} and page={}", page + 1)));
+        }
+        whole.push_str(body);
+    }
+    (whole, pages)
+}
+
+/// The recall tool: huge payloads come back in bounded pages that reassemble exactly; bad
+/// input, unknown refs and pages out of range are error results; queries find snippets.
+fn recall_tool(store: &dyn SessionStore) {
+    let session = store.create_session("recall").expect("create");
+    let lines: String = (0..40_000).map(|i| format!("{i:05} line of a very long build log é😀\n")).collect();
+    let reference = put(store, &session, serde_json::json!(lines.clone()));
+    let (whole, pages) = recall_all(store, &session, &reference);
+    assert!(pages > 20, "{pages} pages");
+    assert_eq!(whole, lines, "the pages reassemble to the payload byte for byte");
+
+    // One line longer than a page is cut on character boundaries.
+    let line = "é".repeat(100_000);
+    let reference = put(store, &session, serde_json::json!(line.clone()));
+    assert_eq!(recall_all(store, &session, &reference), (line, 4));
+
+    // A small block list comes back whole, text blocks as they are.
+    let blocks = serde_json::json!([{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]);
+    let reference = put(store, &session, blocks);
+    assert_eq!(recall_all(store, &session, &reference), ("first\nsecond".to_string(), 1));
+
+    let unknown = handle_recall(store, &session, &serde_json::json!({"ref": "cf-000000000000"}));
+    assert!(unknown.is_error && unknown.content.contains("cf-000000000000"), "{}", unknown.content);
+    let out_of_range = handle_recall(store, &session, &serde_json::json!({"ref": reference, "page": 2}));
+    assert!(out_of_range.is_error && out_of_range.content.contains("page 2 is out of range"), "{out_of_range:?}");
+    for bad in [serde_json::json!({}), serde_json::json!(null), serde_json::json!({"ref": "x", "query": "y"})] {
+        let out = handle_recall(store, &session, &bad);
+        assert!(out.is_error, "{bad}: {}", out.content);
+        assert!(out.content.starts_with(&format!("{RECALL_TOOL_NAME} failed: ")), "{}", out.content);
+    }
+
+    store
+        .append_messages(&session, &[Message::text(Role::User, "the flaky Zanzibar test fails again")])
+        .expect("append");
+    let found = handle_recall(store, &session, &serde_json::json!({"query": "zanzibar"}));
+    assert!(!found.is_error);
+    assert!(found.content.contains("- message 0: ") && found.content.contains("[Zanzibar]"), "{}", found.content);
+    let none = handle_recall(store, &session, &serde_json::json!({"query": "quetzalcoatl"}));
+    assert!(!none.is_error && none.content.starts_with("no matches"), "{}", none.content);
+    for i in 0..25 {
+        store.push_messages(&session, &[Message::text(Role::User, format!("wombat sighting {i}"))]).expect("push");
+    }
+    let first = handle_recall(store, &session, &serde_json::json!({"query": "wombat"}));
+    assert!(first.content.starts_with("25 matches for \"wombat\" [page 1/3; "), "{}", first.content);
+    assert_eq!(first.content.lines().count(), 11);
+    let last = handle_recall(store, &session, &serde_json::json!({"query": "wombat", "page": 3}));
+    assert_eq!(last.content.lines().count(), 6, "{}", last.content);
+    assert!(handle_recall(store, &session, &serde_json::json!({"query": "wombat", "page": 4})).is_error);
+}
+
 #[test]
 fn memory_store() {
     meta(&MemoryStore::new());
@@ -217,6 +319,30 @@ fn memory_store() {
     dedup(&MemoryStore::new());
     search_and_delete(&MemoryStore::new());
     exact_and_atomic(&MemoryStore::new());
+    recall_tool(&MemoryStore::new());
+}
+
+#[test]
+fn recall_tool_definitions() {
+    use contextfold::core::format::{to_value, Format, Layout};
+    let anthropic = recall_tool_definition(Format::Anthropic);
+    assert_eq!(anthropic["name"], RECALL_TOOL_NAME);
+    assert!(anthropic["description"].as_str().is_some_and(|text| text.contains("ref")));
+    let properties = &anthropic["input_schema"]["properties"];
+    assert_eq!(
+        (properties["ref"]["type"].as_str(), properties["query"]["type"].as_str()),
+        (Some("string"), Some("string"))
+    );
+    assert_eq!(properties["page"]["type"], "integer");
+    assert_eq!(recall_tool_definition(Format::ClaudeCode), anthropic);
+
+    let openai = recall_tool_definition(Format::OpenAi);
+    assert_eq!(openai["type"], "function");
+    assert_eq!(openai["function"]["name"], RECALL_TOOL_NAME);
+    // The OpenAI form is what the OpenAI writer makes of the Anthropic one.
+    let conversation = Conversation { tools: Some(vec![anthropic]), ..Conversation::default() };
+    let written = to_value(&conversation, Format::OpenAi, Layout::Object).expect("writes");
+    assert_eq!(written["tools"][0], openai);
 }
 
 #[cfg(feature = "sqlite")]
@@ -244,6 +370,7 @@ mod sqlite {
         search_and_delete(&SqliteStore::open(&path).expect("open"));
         exact_and_atomic(&SqliteStore::open(&path).expect("open"));
         meta(&SqliteStore::open(&path).expect("open"));
+        recall_tool(&SqliteStore::open(&path).expect("open"));
         // Reopening sees what was stored.
         let store = SqliteStore::open(&path).expect("reopen");
         assert!(store.sessions().expect("sessions").iter().any(|info| info.name == "examples/session.json"));
@@ -439,4 +566,188 @@ mod sqlite {
         println!("corpus: {} sessions, {payloads} payloads recalled", files.len().min(10));
         std::fs::remove_dir_all(temp).ok();
     }
+}
+
+/// A coding session of `turns` turns, each a shell call with an output of `lines` lines;
+/// every fourth output is ten times longer.
+fn synthetic(turns: usize, lines: usize) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for turn in 0..turns {
+        let id = format!("call{turn}");
+        let size = if turn % 4 == 3 { lines * 10 } else { lines };
+        let output: String =
+            (0..size).map(|line| format!("turn {turn} line {line}: test_{line} passed in 0.{line}s\n")).collect();
+        messages.push(json!({"role": "user", "content": format!("step {turn}: run the tests again")}));
+        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": format!("pytest -k part{turn}")}}]}));
+        messages
+            .push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
+        messages.push(json!({"role": "assistant", "content": format!("Turn {turn} is done.")}));
+    }
+    Conversation::from_value(Value::Array(messages)).expect("a valid session").messages
+}
+
+/// The payloads of `messages`' tool results by their ref.
+fn originals(messages: &[Message]) -> HashMap<String, Value> {
+    let mut out = HashMap::new();
+    for block in messages.iter().flat_map(|message| &message.content) {
+        let Block::ToolResult(result) = block else { continue };
+        let payload = match &result.content {
+            Some(ToolResultContent::Text(text)) => Value::String(text.clone()),
+            Some(ToolResultContent::Blocks(blocks)) => Value::Array(blocks.iter().map(Block::to_value).collect()),
+            None => continue,
+        };
+        out.insert(payload_ref(&payload), payload);
+    }
+    out
+}
+
+/// The refs of every payload a stored report names.
+fn report_refs(report: &Value) -> Vec<String> {
+    ["items", "clipped"]
+        .iter()
+        .flat_map(|key| report[key].as_array().cloned().unwrap_or_default())
+        .filter_map(|item| item["ref"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Every ref of every stored report recalls its original: one of `originals`, or a clipped
+/// text whose own marker names an original.
+fn check_recalls(store: &dyn SessionStore, session: &str, originals: &HashMap<String, Value>) -> usize {
+    let mut checked = 0;
+    for report in store.reports(session).expect("reports") {
+        for reference in report_refs(&report) {
+            let recalled = store.recall(&reference).expect("recall").unwrap_or_else(|| panic!("{reference} is stored"));
+            assert_eq!(payload_ref(&recalled), reference, "{reference} holds its own payload");
+            match originals.get(&reference) {
+                Some(original) => assert_eq!(&recalled, original, "{reference}"),
+                None => {
+                    // An output clipped on ingest and evicted later: its marker names the original.
+                    let text = recalled.as_str().unwrap_or_default();
+                    let marker = text.find(CLIP_PREFIX).unwrap_or_else(|| panic!("{reference} is no original"));
+                    let inner = text[marker..].split("ref ").nth(1).and_then(|rest| rest.get(..15)).unwrap_or("");
+                    assert_eq!(store.recall(inner).expect("recall").as_ref(), originals.get(inner), "{inner}");
+                }
+            }
+            if let Value::String(text) = &recalled {
+                assert_eq!(&recall_all(store, session, &reference).0, text, "the tool gives {reference} back");
+            }
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// The compactor with a store keeps the history, each payload, the summary and the report;
+/// pointers and the summary name the recall tool.
+fn compactor_persists(store: Arc<dyn SessionStore>) {
+    let messages = synthetic(12, 30);
+    let conversation = Conversation { messages: messages.clone(), ..Conversation::default() };
+    let session = store.create_session("compactor").expect("create");
+    let mut config = CompactConfig { target: Target::Budget(3_000), ..CompactConfig::default() };
+    config.evict.recall_tool = true;
+    let compactor = Compactor::default().with_store(store.clone(), session.clone());
+    let compacted = runtime().block_on(compactor.compact(&conversation, &config)).expect("compaction succeeds");
+    let report = &compacted.report;
+    assert!(report.strategy_used.contains("summarize") && report.offloaded > 0, "{}", report.strategy_used);
+
+    assert_eq!(store.export(&session).expect("export"), messages, "the original history is stored");
+    assert_eq!(check_recalls(store.as_ref(), &session, &originals(&messages)), report.offloaded + report.clipped.len());
+    assert_eq!(store.reports(&session).expect("reports"), vec![serde_json::to_value(report).expect("json")]);
+    let summary = compacted.summary.clone().expect("a summary");
+    assert_eq!(store.summaries(&session).expect("summaries"), vec![summary.clone()]);
+    assert_eq!(summary.summarizer, "extractive/v1");
+    assert!(!summary.text.contains(RECALL_NOTE));
+
+    let first = compacted.conversation.messages[0].content.iter().filter_map(Block::as_text).collect::<String>();
+    assert!(first.contains(RECALL_NOTE) && first.contains(summary.text.trim_end()), "{first}");
+    // A second compaction of the same history stores a second report, not the history again;
+    // each of its pointers names the tool.
+    let config = CompactConfig { strategy: Strategy::Evict, ..config };
+    let evicted = runtime().block_on(compactor.compact(&conversation, &config)).expect("compaction succeeds");
+    assert_eq!(store.export(&session).expect("export"), messages);
+    assert_eq!(store.reports(&session).expect("reports").len(), 2);
+    let sent = serde_json::to_string(&evicted.conversation.to_value()).expect("json");
+    let pointers = sent.matches("[contextfold: offloaded ").count();
+    assert!(pointers > 0, "{sent}");
+    assert_eq!(sent.matches("call context_recall with this ref to restore; ref cf-").count(), pointers);
+    assert!(check_recalls(store.as_ref(), &session, &originals(&messages)) > pointers);
+
+    // Without the recall tool the pointers keep their usual text.
+    let plain = Compactor::default().with_store(store.clone(), session.clone());
+    let config = CompactConfig { evict: CompactConfig::default().evict, ..config };
+    let out = runtime().block_on(plain.compact(&conversation, &config)).expect("compaction succeeds");
+    let sent = serde_json::to_string(&out.conversation.to_value()).expect("json");
+    assert!(!sent.contains("context_recall") && sent.contains("re-run the command to restore"));
+
+    // A store that cannot keep the compaction fails it loudly, with the compaction.
+    let broken = Compactor::default().with_store(store.clone(), "no-such-session");
+    match runtime().block_on(broken.compact(&conversation, &config)) {
+        Err(CompactError::Store { source, compacted }) => {
+            assert!(source.to_string().contains("no-such-session"), "{source}");
+            assert_eq!(compacted.conversation, out.conversation);
+        }
+        other => panic!("expected a store error, got {other:?}"),
+    }
+}
+
+/// The middleware with a store keeps the caller's history (not its working copy), each
+/// payload of each compaction, and each output it clipped on ingest.
+fn middleware_persists(store: Arc<dyn SessionStore>) {
+    let session = store.create_session("middleware").expect("create");
+    let mut config = MiddlewareConfig::new(8_000, 1_000);
+    config.compact.evict.recall_tool = true;
+    config.clip_on_ingest = Some(1_500);
+    let middleware = CompactionMiddleware::new(Compactor::default().with_store(store.clone(), session.clone()), config);
+    let all = synthetic(24, 20);
+    let mut events = 0;
+    let mut stored_len = 0;
+    for turn in 1..=24 {
+        let history = &all[..turn * 4 - 1];
+        let prepared = runtime().block_on(middleware.prepare(history, &all[turn * 4 - 1..turn * 4]));
+        assert_eq!(prepared.store_error, None);
+        if let Some(event) = &prepared.event {
+            assert_eq!(event.store_error, None);
+            events += 1;
+            stored_len = history.len();
+        }
+    }
+    assert!(events >= 2, "{events} compactions");
+    assert_eq!(store.reports(&session).expect("reports").len(), events);
+    assert_eq!(store.export(&session).expect("export"), all[..stored_len], "the caller's history is stored");
+    let checked = check_recalls(store.as_ref(), &session, &originals(&all));
+    assert!(checked > 0);
+    // The outputs clipped on ingest are stored as they are clipped.
+    let long = &all[4 * 23 + 2];
+    let reference = originals(std::slice::from_ref(long)).into_keys().next().expect("an output");
+    assert!(store.recall(&reference).expect("recall").is_some(), "the last long output, clipped on ingest");
+
+    let (_, event) = runtime().block_on(middleware.compact_now(&all));
+    assert_eq!(event.and_then(|event| event.store_error), None);
+    assert_eq!(store.export(&session).expect("export"), all);
+
+    // A store that cannot keep a compaction: the compaction is sent, and the event says so.
+    let broken = CompactionMiddleware::new(
+        Compactor::default().with_store(store.clone(), "no-such-session"),
+        MiddlewareConfig::new(8_000, 1_000),
+    );
+    let (sent, event) = runtime().block_on(broken.compact_now(&all));
+    let error = event.expect("an event").store_error.expect("a store error");
+    assert!(error.contains("no-such-session"), "{error}");
+    assert!(sent.len() < all.len());
+}
+
+#[test]
+fn memory_store_persists_compactions() {
+    compactor_persists(Arc::new(MemoryStore::new()));
+    middleware_persists(Arc::new(MemoryStore::new()));
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_store_persists_compactions() {
+    let dir = std::env::temp_dir().join(format!("contextfold-persist-{}-{}", std::process::id(), fastrand::u64(..)));
+    let store = Arc::new(contextfold::store::SqliteStore::open(dir.join("store.db")).expect("open"));
+    compactor_persists(store.clone());
+    middleware_persists(store);
+    std::fs::remove_dir_all(dir).ok();
 }

@@ -3,16 +3,22 @@
 //!
 //! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory and
 //! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search.
+//! The model reads it back through the recall tool ([`recall_tool_definition`], [`handle_recall`]).
 //!
 //! The methods are synchronous: each is one short local transaction. Async callers that
 //! cannot afford to block may run them in `tokio::task::spawn_blocking`.
 
 mod memory;
+mod recall_tool;
 mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use memory::MemoryStore;
+pub use recall_tool::{
+    handle_recall, recall_tool_definition, RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS,
+    RECALL_TOOL_NAME,
+};
 pub use record::{record, Compaction, Destination, Origin};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};

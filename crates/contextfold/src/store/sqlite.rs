@@ -1,5 +1,9 @@
 //! A session store in one SQLite file: WAL journal, a busy timeout for concurrent writers,
 //! `PRAGMA user_version` migrations, and an FTS5 index over message and payload text.
+//!
+//! Writers wait for each other twice over: SQLite's busy timeout, and a retry of the steps
+//! that report "busy" without waiting on it (switching to WAL while another process opens
+//! the file, a write lock taken while another process recovers the WAL).
 
 use super::{
     aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
@@ -12,7 +16,7 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Tran
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -68,6 +72,35 @@ CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UN
 /// How long a writer waits for another process's write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a busy store is retried beyond SQLite's own busy timeout.
+const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Whether `err` says another connection holds the lock.
+fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+/// Runs `attempt` until it is not refused as busy, for up to [`BUSY_RETRY_FOR`], with growing
+/// pauses (jittered, so two waiting processes do not retry in step).
+fn retry_busy<T>(mut attempt: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + BUSY_RETRY_FOR;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match attempt() {
+            Err(err) if is_busy(&err) && Instant::now() < deadline => {
+                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(..1_000)));
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            result => return result,
+        }
+    }
+}
+
+/// Begins an immediate (write-locking) transaction, retrying while the store is busy.
+fn begin_immediate(connection: &Connection) -> rusqlite::Result<Transaction<'_>> {
+    retry_busy(|| Transaction::new_unchecked(connection, TransactionBehavior::Immediate))
+}
+
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -114,9 +147,10 @@ impl SqliteStore {
         if create == Create::Yes {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let mut connection = Connection::open_with_flags(&path, flags).map_err(sql)?;
+        let connection = Connection::open_with_flags(&path, flags).map_err(sql)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
-        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
+        let version: i64 =
+            retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get(0))).map_err(sql)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
         }
@@ -133,9 +167,9 @@ impl SqliteStore {
             1.. if !ours => return Err(StoreError::Foreign { path }),
             _ => {}
         }
-        connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).map_err(sql)?;
+        retry_busy(|| connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))).map_err(sql)?;
         connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
-        migrate(&mut connection, &path)?;
+        migrate(&connection, &path)?;
         Ok(SqliteStore { path, connection: Mutex::new(connection) })
     }
 
@@ -154,9 +188,9 @@ impl SqliteStore {
 
     /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
     fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut connection = self.lock();
-        let transaction =
-            connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|err| self.sql(err))?;
+        // The mutex keeps transactions on this connection from nesting.
+        let connection = self.lock();
+        let transaction = begin_immediate(&connection).map_err(|err| self.sql(err))?;
         let value = work(&transaction)?;
         transaction.commit().map_err(|err| self.sql(err))?;
         Ok(value)
@@ -179,15 +213,22 @@ impl SqliteStore {
     ) -> Result<Appended, StoreError> {
         self.check_session(transaction, session)?;
         let sql = |err| self.sql(err);
-        let stored: Vec<String> = {
+        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
+        // Aligning reads the stored hashes; a plain push needs only the next sequence number,
+        // so appending one message at a time does not cost the whole history each time.
+        let (skipped, mut sequence) = if align {
             let mut statement =
                 transaction.prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq").map_err(sql)?;
             let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
-            rows.collect::<Result<_, _>>().map_err(sql)?
+            let stored: Vec<String> = rows.collect::<Result<_, _>>().map_err(sql)?;
+            (aligned_prefix(&stored, &incoming), stored.len())
+        } else {
+            let next: i64 = transaction
+                .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session = ?1")
+                .and_then(|mut statement| statement.query_row([session], |row| row.get(0)))
+                .map_err(sql)?;
+            (0, to_usize(next))
         };
-        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
-        let skipped = if align { aligned_prefix(&stored, &incoming) } else { 0 };
-        let mut sequence = stored.len();
         for (message, hash) in messages.iter().zip(&incoming).skip(skipped) {
             let json = encode_json(&message.to_value());
             transaction
@@ -305,7 +346,7 @@ fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
 }
 
 /// Applies the migrations the file has not seen, each in its own transaction.
-fn migrate(connection: &mut Connection, path: &Path) -> Result<(), StoreError> {
+fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreError> {
     let sql = |source| sql_error(path, source);
     // A store that is up to date needs no write lock: readers must not wait for writers.
     let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
@@ -313,7 +354,7 @@ fn migrate(connection: &mut Connection, path: &Path) -> Result<(), StoreError> {
         return Ok(());
     }
     loop {
-        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        let transaction = begin_immediate(connection).map_err(sql)?;
         // Read again under the write lock: another process may have migrated meanwhile.
         let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
         if version > SCHEMA_VERSION {

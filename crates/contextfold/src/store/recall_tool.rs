@@ -1,0 +1,339 @@
+//! The recall tool: the model's way back into the cold layer.
+//!
+//! [`recall_tool_definition`] is the tool to offer in a request; [`handle_recall`] answers a
+//! call of it from a [`SessionStore`]. An answer never holds more than [`MAX_RECALL_CHARS`]
+//! characters, so a recall cannot overflow the window it was meant to spare: a bigger payload
+//! comes back one page per call, cut after a line end when one is near, and its pages put
+//! together are the payload byte for byte. Bad input is an error result that tells the model
+//! what to send instead, never a panic.
+
+use super::{Hit, HitLocation, SessionStore};
+use contextfold_core::conversation::{Block, ToolResult, ToolResultContent};
+use contextfold_core::extract::clip_chars;
+use contextfold_core::format::Format;
+use serde_json::{json, Value};
+use std::ops::Range;
+
+/// The tool's name, as pointers and the summary's recall note spell it.
+pub const RECALL_TOOL_NAME: &str = "context_recall";
+
+/// The most characters one answer holds (about 8k tokens): a page and its header.
+pub const MAX_RECALL_CHARS: usize = 32_000;
+
+/// The most characters of payload on one page; the rest of [`MAX_RECALL_CHARS`] is the header's.
+const PAGE_CHARS: usize = MAX_RECALL_CHARS - 2_000;
+
+/// Search hits shown per page of an answer to a query.
+pub const HITS_PER_PAGE: usize = 10;
+
+/// The most search hits a query pages through; a query matching more should be narrower.
+const MAX_HITS: usize = 50;
+
+/// The most characters of one hit's snippet.
+const SNIPPET_CHARS: usize = 400;
+
+const DESCRIPTION: &str = "Restore content that was removed from this conversation to save context. \
+Pointers such as `[contextfold: offloaded … ref cf-…]` and `[contextfold: clipped … ref cf-…]` name a ref: \
+pass it as `ref` to get the original output back exactly. Or pass `query` (words that must all appear) to search \
+the full earlier conversation, including the turns folded into the summary. Long answers come in pages; \
+pass `page` to read on.";
+
+/// The input schema: `ref` or `query`, and an optional `page`.
+fn input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "ref": {
+                "type": "string",
+                "description": "The ref of a removed output, exactly as its pointer shows it (cf-…)."
+            },
+            "query": {
+                "type": "string",
+                "description": "Words to search for in the full earlier conversation; all must appear."
+            },
+            "page": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The page of a long answer to return, from 1 (the default)."
+            }
+        }
+    })
+}
+
+/// The recall tool's definition for a request in `format`: Anthropic's
+/// `{name, description, input_schema}`, or OpenAI's `{type: "function", function: {…}}`.
+/// A Claude Code log is Anthropic's.
+pub fn recall_tool_definition(format: Format) -> Value {
+    match format.writable() {
+        Format::OpenAi => json!({
+            "type": "function",
+            "function": {"name": RECALL_TOOL_NAME, "description": DESCRIPTION, "parameters": input_schema()}
+        }),
+        _ => json!({"name": RECALL_TOOL_NAME, "description": DESCRIPTION, "input_schema": input_schema()}),
+    }
+}
+
+/// A call of the recall tool, read from its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecallRequest {
+    /// A removed payload by its ref.
+    Ref {
+        /// The ref (`cf-…`).
+        reference: String,
+        /// The page, from 1.
+        page: usize,
+    },
+    /// A full-text search of the session.
+    Query {
+        /// The words to search for.
+        query: String,
+        /// The page, from 1.
+        page: usize,
+    },
+}
+
+impl RecallRequest {
+    /// Reads a call's input: an object, or (as OpenAI sends `arguments`) its JSON text.
+    /// The error is a sentence for the model.
+    pub fn parse(input: &Value) -> Result<RecallRequest, String> {
+        let parsed;
+        let input = match input {
+            Value::String(text) => {
+                parsed = serde_json::from_str::<Value>(text)
+                    .map_err(|err| format!("the input is not a JSON object ({err}); send {{\"ref\": \"cf-…\"}}"))?;
+                &parsed
+            }
+            other => other,
+        };
+        let Value::Object(fields) = input else {
+            return Err("the input must be an object with `ref` or `query`".into());
+        };
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match fields.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) if text.trim().is_empty() => Err(format!("`{key}` is empty")),
+                Some(Value::String(text)) => Ok(Some(text.trim().to_string())),
+                Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+            }
+        };
+        let page = match fields.get("page") {
+            None | Some(Value::Null) => 1,
+            Some(value) => {
+                let number = match value {
+                    Value::Number(number) => number.as_u64(),
+                    Value::String(text) => text.trim().parse::<u64>().ok(),
+                    _ => None,
+                };
+                match number.and_then(|number| usize::try_from(number).ok()) {
+                    Some(page) if page >= 1 => page,
+                    _ => return Err(format!("`page` must be a whole number from 1, not {value}")),
+                }
+            }
+        };
+        match (text("ref")?, text("query")?) {
+            (Some(reference), None) => Ok(RecallRequest::Ref { reference, page }),
+            (None, Some(query)) => Ok(RecallRequest::Query { query, page }),
+            (Some(_), Some(_)) => Err("give either `ref` or `query`, not both".into()),
+            (None, None) => Err("give `ref` (a cf-… ref from a pointer) or `query` (words to search for)".into()),
+        }
+    }
+}
+
+/// The answer to a call of the recall tool: the tool_result's text and whether it is an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecallOutput {
+    /// The text for the model, at most [`MAX_RECALL_CHARS`] characters.
+    pub content: String,
+    /// Whether the call failed (bad input, unknown ref, page out of range, store failure).
+    pub is_error: bool,
+}
+
+impl RecallOutput {
+    fn ok(content: String) -> RecallOutput {
+        RecallOutput { content, is_error: false }
+    }
+
+    /// An error answer; the message is clipped so even a long one stays within the bound.
+    pub(crate) fn error(message: &str) -> RecallOutput {
+        RecallOutput { content: clip_chars(&format!("{RECALL_TOOL_NAME} failed: {message}"), 2_000), is_error: true }
+    }
+
+    /// The tool_result block answering the call `tool_use_id`.
+    pub fn to_block(&self, tool_use_id: &str) -> Block {
+        Block::ToolResult(ToolResult {
+            tool_use_id: tool_use_id.to_string(),
+            content: Some(ToolResultContent::Text(self.content.clone())),
+            is_error: self.is_error.then_some(true),
+            extra: Default::default(),
+        })
+    }
+}
+
+/// Answers a call of the recall tool with `input` in `session` of `store`.
+pub fn handle_recall(store: &dyn SessionStore, session: &str, input: &Value) -> RecallOutput {
+    match RecallRequest::parse(input) {
+        Ok(RecallRequest::Ref { reference, page }) => recall_ref(store, &reference, page),
+        Ok(RecallRequest::Query { query, page }) => recall_query(store, session, &query, page),
+        Err(message) => RecallOutput::error(&message),
+    }
+}
+
+fn recall_ref(store: &dyn SessionStore, reference: &str, page: usize) -> RecallOutput {
+    let payload = match store.recall(reference) {
+        Ok(Some(payload)) => payload,
+        Ok(None) => {
+            return RecallOutput::error(&format!(
+                "no output is stored under ref `{}`; pass a ref exactly as a pointer shows it, or search with `query`",
+                clip_chars(reference, 80)
+            ))
+        }
+        Err(err) => return RecallOutput::error(&err.to_string()),
+    };
+    let text = payload_text(&payload);
+    let pages = pages(&text);
+    let Some(range) = pages.get(page - 1) else {
+        return RecallOutput::error(&format!("page {page} is out of range: {reference} has {} page(s)", pages.len()));
+    };
+    if pages.len() == 1 {
+        return RecallOutput::ok(text);
+    }
+    let next = if page < pages.len() {
+        format!("call {RECALL_TOOL_NAME} with ref {reference} and page={} for more", page + 1)
+    } else {
+        "the end".to_string()
+    };
+    RecallOutput::ok(format!("[page {page}/{} of {reference}; {next}]\n{}", pages.len(), &text[range.clone()]))
+}
+
+fn recall_query(store: &dyn SessionStore, session: &str, query: &str, page: usize) -> RecallOutput {
+    let hits = match store.search(Some(session), query, MAX_HITS) {
+        Ok(hits) => hits,
+        Err(err) => return RecallOutput::error(&err.to_string()),
+    };
+    if hits.is_empty() {
+        return RecallOutput::ok(format!("no matches for \"{}\" in the earlier conversation", clip_chars(query, 200)));
+    }
+    let pages = hits.len().div_ceil(HITS_PER_PAGE);
+    let Some(shown) = hits.chunks(HITS_PER_PAGE).nth(page - 1) else {
+        return RecallOutput::error(&format!("page {page} is out of range: the matches fill {pages} page(s)"));
+    };
+    let query = clip_chars(query, 200);
+    let more = if hits.len() == MAX_HITS { " (the first ones; narrow the query for others)" } else { "" };
+    let mut out = format!("{} matches for \"{query}\"{more}", hits.len());
+    if pages > 1 {
+        out.push_str(&format!(" [page {page}/{pages}"));
+        if page < pages {
+            out.push_str(&format!("; call {RECALL_TOOL_NAME} with this query and page={} for more", page + 1));
+        }
+        out.push(']');
+    }
+    out.push_str(":\n");
+    for hit in shown {
+        out.push_str(&hit_line(hit));
+    }
+    RecallOutput::ok(out)
+}
+
+/// One line per hit: where it is, and its snippet on one line.
+fn hit_line(hit: &Hit) -> String {
+    let snippet = clip_chars(&hit.snippet.split_whitespace().collect::<Vec<_>>().join(" "), SNIPPET_CHARS);
+    match &hit.location {
+        HitLocation::Message(position) => format!("- message {position}: {snippet}\n"),
+        HitLocation::Payload(reference) => {
+            format!("- output {reference} (call {RECALL_TOOL_NAME} with this ref for all of it): {snippet}\n")
+        }
+    }
+}
+
+/// A payload as text: a string as it is; a block list's text blocks as they are, one after
+/// another on their own lines, other blocks as their JSON (base64 media described instead);
+/// a tool call's input as pretty JSON.
+fn payload_text(payload: &Value) -> String {
+    fn block_text(block: &Value) -> String {
+        if block.get("type").and_then(Value::as_str) == Some("text") {
+            if let Some(text) = block.get("text").and_then(Value::as_str) {
+                return text.to_string();
+            }
+        }
+        let source = block.get("source");
+        if let Some(data) = source.and_then(|source| source.get("data")).and_then(Value::as_str) {
+            let kind = block.get("type").and_then(Value::as_str).unwrap_or("media");
+            let media = source.and_then(|source| source.get("media_type")).and_then(Value::as_str).unwrap_or("data");
+            return format!("[{kind} block: {media}, {} bytes of base64 not shown]", data.len());
+        }
+        block.to_string()
+    }
+    match payload {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().map(block_text).collect::<Vec<_>>().join("\n"),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+    }
+}
+
+/// The byte ranges of the pages of `text`: at most [`PAGE_CHARS`] characters each, cut after
+/// the last line end of a page when it falls in its second half, else at a character
+/// boundary. They cover `text` exactly; an empty text is one empty page.
+fn pages(text: &str) -> Vec<Range<usize>> {
+    let mut pages = Vec::new();
+    let mut start = 0;
+    loop {
+        let rest = &text[start..];
+        let Some((hard, _)) = rest.char_indices().nth(PAGE_CHARS) else {
+            pages.push(start..text.len());
+            return pages;
+        };
+        let end = match rest[..hard].rfind('\n') {
+            Some(newline) if newline + 1 >= hard / 2 => newline + 1,
+            _ => hard,
+        };
+        pages.push(start..start + end);
+        start += end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_cover_the_text_on_line_or_char_boundaries() {
+        assert_eq!(pages(""), vec![0..0]);
+        assert_eq!(pages("short"), vec![0..5]);
+        let lines: String = (0..5_000).map(|i| format!("line {i} é😀\n")).collect();
+        let ranges = pages(&lines);
+        assert!(ranges.len() > 1);
+        for range in &ranges[..ranges.len() - 1] {
+            assert!(lines[range.clone()].ends_with('\n'), "a page ends after a line");
+            assert!(lines[range.clone()].chars().count() <= PAGE_CHARS);
+        }
+        let one_line = "é".repeat(PAGE_CHARS * 2 + 7);
+        let ranges = pages(&one_line);
+        assert_eq!(
+            ranges.iter().map(|range| one_line[range.clone()].chars().count()).collect::<Vec<_>>(),
+            [PAGE_CHARS, PAGE_CHARS, 7]
+        );
+    }
+
+    #[test]
+    fn parses_input_leniently_but_not_wrongly() {
+        let parse = |value: Value| RecallRequest::parse(&value);
+        assert_eq!(parse(json!({"ref": " cf-1 "})), Ok(RecallRequest::Ref { reference: "cf-1".into(), page: 1 }));
+        assert_eq!(
+            parse(json!("{\"query\": \"panic\", \"page\": \"2\"}")),
+            Ok(RecallRequest::Query { query: "panic".into(), page: 2 })
+        );
+        for bad in [
+            json!({}),
+            json!([]),
+            json!("not json"),
+            json!({"ref": "cf-1", "query": "x"}),
+            json!({"ref": 7}),
+            json!({"ref": "  "}),
+            json!({"ref": "cf-1", "page": 0}),
+            json!({"ref": "cf-1", "page": -1}),
+            json!({"ref": "cf-1", "page": 1.5}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}
