@@ -171,6 +171,21 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A token count: digits, optionally with a `k` (thousand) or `m` (million) suffix, e.g.
+/// `16k`, `200k`, `1m`.
+fn parse_tokens(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, scale) = match lower.strip_suffix('k') {
+        Some(digits) => (digits, 1_000),
+        None => lower.strip_suffix('m').map_or((lower.as_str(), 1), |digits| (digits, 1_000_000)),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}` is not a token count (e.g. 16000, 16k, 1m)"))
+}
+
 fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
     name.parse().map_err(|err| format!("{err}"))
 }
@@ -456,13 +471,13 @@ pub struct CompactArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// Token budget for the result [default: half of the input's tokens].
-    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target"])]
+    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target"], value_parser = parse_tokens)]
     pub budget: Option<u64>,
     /// The model's context window; the budget is --target of the window less --reserve.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = parse_tokens)]
     pub window: Option<u64>,
     /// Tokens of the window kept free for the answer.
-    #[arg(long, value_name = "R", default_value = "16000", requires = "window")]
+    #[arg(long, value_name = "R", default_value = "16000", requires = "window", value_parser = parse_tokens)]
     pub reserve: u64,
     /// The share of the usable window to aim for.
     #[arg(long, value_name = "F", default_value = "0.5", value_parser = parse_fraction, requires = "window")]
@@ -478,8 +493,8 @@ pub struct CompactArgs {
     pub keep_tokens: Option<u64>,
     #[command(flatten)]
     pub llm: LlmArgs,
-    /// The most tokens the summary may hold.
-    #[arg(long, value_name = "N", default_value = "2000")]
+    /// The most tokens the summary may hold (and at most half the budget).
+    #[arg(long, value_name = "N", default_value = "4000")]
     pub summary_tokens: u64,
     /// Clip a single tool output over T tokens [default: 10% of the budget]; 0 turns clipping off.
     #[arg(long, value_name = "T")]
@@ -511,10 +526,10 @@ pub struct ReplayArgs {
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The model's context window; several, comma-separated, for one table each.
-    #[arg(long, value_name = "W", value_delimiter = ',', required = true)]
+    #[arg(long, value_name = "W", value_delimiter = ',', required = true, value_parser = parse_tokens)]
     pub window: Vec<u64>,
     /// Tokens of the window kept free for the answer.
-    #[arg(long, value_name = "R", default_value = "4000")]
+    #[arg(long, value_name = "R", default_value = "4000", value_parser = parse_tokens)]
     pub reserve: u64,
     /// Strategies to compare, comma-separated [default: all of them].
     #[arg(long, value_delimiter = ',')]
@@ -560,6 +575,22 @@ mod tests {
     #[test]
     fn arguments_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn token_counts_take_k_and_m() {
+        assert_eq!(parse_tokens("16000"), Ok(16_000));
+        assert_eq!(parse_tokens("16k"), Ok(16_000));
+        assert_eq!(parse_tokens("200K"), Ok(200_000));
+        assert_eq!(parse_tokens("1m"), Ok(1_000_000));
+        for bad in ["", "k", "16kb", "-1", "1.5k", "99999999999999999999m"] {
+            assert!(parse_tokens(bad).is_err(), "{bad}");
+        }
+        let windows = match Cli::try_parse_from(["contextfold", "replay", "a.json", "--window", "16k,32000"]) {
+            Ok(Cli { command: Command::Replay(replay), .. }) => replay.window,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(windows, [16_000, 32_000]);
     }
 
     #[test]

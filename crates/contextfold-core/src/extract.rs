@@ -163,7 +163,8 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
                     let key = (tool_use.name.clone(), error_key(action));
                     match outcome {
                         Outcome::Failed(_) => {
-                            open_errors.retain(|(tool, target, _)| (tool, target) != (&key.0, &key.1));
+                            // Earlier failures of the same step stay open: a later success
+                            // fixes them all.
                             open_errors.push((key.0.clone(), key.1.clone(), facts.errors.len()));
                             facts.errors.push(ErrorSeen {
                                 tool: key.0,
@@ -402,5 +403,23 @@ mod tests {
         ]));
         assert_eq!(facts.commands[0].outcome, Outcome::Failed(Some(2)));
         assert!(facts.errors[0].fixed);
+    }
+
+    #[test]
+    fn a_later_success_fixes_every_earlier_failure_of_the_step() {
+        let step = |id: &str, output: &str| {
+            [
+                json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "bash", "input": {"command": "pytest -q"}}]}),
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}),
+            ]
+        };
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        messages.extend(step("1", "<returncode>1</returncode>\nE   ImportError: no module x"));
+        messages.extend(step("2", "<returncode>1</returncode>\nE   AssertionError: 1 != 2"));
+        let open = facts(Value::Array(messages.clone()));
+        assert_eq!(open.errors.iter().map(|error| error.fixed).collect::<Vec<_>>(), [false, false]);
+        messages.extend(step("3", "<returncode>0</returncode>\n3 passed"));
+        let fixed = facts(Value::Array(messages));
+        assert_eq!(fixed.errors.iter().map(|error| error.fixed).collect::<Vec<_>>(), [true, true]);
     }
 }

@@ -28,11 +28,26 @@ pub const EARLIER_SUMMARY: &str = "Earlier summary";
 /// [`SECTIONS`] order.
 const SHARES: [f64; 7] = [0.30, 0.05, 0.15, 0.05, 0.30, 0.07, 0.08];
 
+/// The index of the errors section in [`SECTIONS`].
+const ERRORS: usize = 4;
+
+/// How an error bullet ends: fixed by a later step, or not.
+const FIXED: &str = "fixed later";
+const UNRESOLVED: &str = "unresolved";
+
 /// How the user's first request is marked in the requests section.
 const FIRST_REQUEST: &str = "First request: ";
 
 /// The longest one bullet may be, in characters.
 const BULLET_CHARS: usize = 2_000;
+
+/// When a section is over its share, its bullets are first shortened to this many
+/// characters (the first request to [`FIRST_REQUEST_CHARS`]) before any is dropped: the gist
+/// of every ask or error is worth more than the whole text of a few.
+const SHORT_BULLET_CHARS: usize = 300;
+
+/// How long the first request stays when its section is shortened.
+const FIRST_REQUEST_CHARS: usize = 1_000;
 
 /// Where the conversation's first request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -118,9 +133,9 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
         errors.push((error.fixed, line));
     }
     errors.sort_by_key(|(fixed, _)| !fixed);
-    sections[4] = errors
+    sections[ERRORS] = errors
         .into_iter()
-        .map(|(fixed, line)| format!("{line} — {}", if fixed { "fixed later" } else { "unresolved" }))
+        .map(|(fixed, line)| format!("{line} — {}", if fixed { FIXED } else { UNRESOLVED }))
         .collect();
     sections[5] = facts.decisions.clone();
     sections[6] = facts.next_step.iter().cloned().collect();
@@ -202,8 +217,9 @@ fn render(sections: &[Vec<String>], earlier: Option<&str>) -> String {
     out.trim_end().to_string()
 }
 
-/// Drops bullets until the handoff fits `budget`: oldest first, each section down to its
-/// share, leftovers shared in section order; the first request goes last of all.
+/// Shortens long bullets, then drops bullets until the handoff fits `budget`: oldest first,
+/// each section down to its share, leftovers shared in section order; the first request goes
+/// last of all.
 fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter: &dyn TokenCounter) -> String {
     let text = render(sections, earlier);
     if counter.count_text(&text) <= budget {
@@ -224,6 +240,13 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
     }
     for (index, bullets) in sections.iter_mut().enumerate() {
         let mut total = natural[index];
+        if total > allowance[index] {
+            for bullet in bullets.iter_mut() {
+                let keep = if bullet.starts_with(FIRST_REQUEST) { FIRST_REQUEST_CHARS } else { SHORT_BULLET_CHARS };
+                *bullet = shorten(bullet, keep);
+            }
+            total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
+        }
         // Which bullets are oldest: the end of the requests list (but not the first request,
         // which is last), the start of every other list.
         while total > allowance[index] && !bullets.is_empty() {
@@ -235,6 +258,9 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
                     (_, true) => last - 1,
                     (_, false) => last,
                 }
+            } else if index == ERRORS {
+                // Errors a later step fixed go before any that are still open.
+                bullets.iter().position(|bullet| bullet.ends_with(FIXED)).unwrap_or(0)
             } else {
                 0
             };
@@ -248,6 +274,16 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         return text;
     }
     cut_chars(&text, budget, counter)
+}
+
+/// `bullet` cut to about `keep` characters, keeping an error's status at its end.
+fn shorten(bullet: &str, keep: usize) -> String {
+    for status in [FIXED, UNRESOLVED] {
+        if let Some(body) = bullet.strip_suffix(status).and_then(|rest| rest.strip_suffix(" — ")) {
+            return format!("{} — {status}", clip_chars(body, keep));
+        }
+    }
+    clip_chars(bullet, keep)
 }
 
 /// The last resort: cut by characters until the text fits.
@@ -304,6 +340,41 @@ mod tests {
 ## Decisions\n- The root cause is banker's rounding.\n\n\
 ## Current work and next step\n- Next I will run the tests."
         );
+    }
+
+    #[test]
+    fn a_tight_budget_shortens_asks_and_drops_fixed_errors_first() {
+        use crate::extract::{Ask, ErrorSeen};
+        let mut facts = Facts::default();
+        for index in 0..8 {
+            let text = format!("Ask number {index}: {}", "with a long pasted log line ".repeat(40));
+            facts.user_asks.push(Ask { message: index, text });
+        }
+        let error = |index: usize| ErrorSeen {
+            tool: "Bash".into(),
+            target: Some(format!("make target{index}")),
+            first_line: format!("error {index}: {}", "details ".repeat(30)),
+            message: index,
+            fixed: index % 2 == 0,
+        };
+        // Errors of an earlier summary come first when merged: the open ones among them must
+        // still outlive the fixed ones.
+        let earlier = Facts { errors: (0..6).map(error).collect(), ..Facts::default() };
+        let previous = handoff(&earlier, None, FirstRequest::InFacts, 100_000, &Chars4);
+        facts.errors = (6..12).map(error).collect();
+        let text = handoff(&facts, Some(&previous), FirstRequest::InFacts, 1_500, &Chars4);
+        assert!(Chars4.count_text(&text) <= 1_500);
+        let sections = parse_sections(&text).unwrap();
+        // Every ask keeps its opening words rather than a few keeping all of theirs.
+        for index in 0..8 {
+            assert!(text.contains(&format!("Ask number {index}: with a long")), "ask {index} lost:\n{text}");
+        }
+        assert!(sections[0].iter().all(|ask| ask.chars().count() <= FIRST_REQUEST_CHARS + 20));
+        // Open errors outlive fixed ones, and keep their status after shortening.
+        let open = sections[ERRORS].iter().filter(|error| error.ends_with(UNRESOLVED)).count();
+        let fixed = sections[ERRORS].iter().filter(|error| error.ends_with(FIXED)).count();
+        assert_eq!(open + fixed, sections[ERRORS].len());
+        assert!(open == 6 || fixed == 0, "{open} open, {fixed} fixed:\n{text}");
     }
 
     #[test]

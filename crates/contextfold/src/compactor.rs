@@ -15,16 +15,17 @@ use crate::cache::{cache_key, LruCache, SummaryCache};
 use crate::store::{Payload, SessionId, SessionStore, StoreError, Summary};
 use crate::summarize::{Extractive, Summarizer, SummaryRequest, Usage};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
-use contextfold_core::clip::{clip, ClipConfig, Clipped, MIN_CLIP_TOKENS};
-use contextfold_core::evict::{evict_with_ledger, EvictConfig, Offload};
+use contextfold_core::clip::{clip, ClipConfig, Clipped, CLIP_PREFIX, MIN_CLIP_TOKENS};
+use contextfold_core::evict::{evict_with_ledger, is_evicted, EvictConfig, Offload};
 use contextfold_core::extract::extract;
 use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{assemble, split_summary, with_recall_note};
 use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
-use contextfold_core::{repair, validate, Conversation, Message, Problem, Role};
+use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -109,7 +110,7 @@ impl ClipLimit {
 }
 
 /// How to compact. The [`Default`] halves the conversation with [`Strategy::Auto`], a summary
-/// of at most 2,000 tokens and at most 8 summarizer calls.
+/// of at most 4,000 tokens (and half the target) and at most 8 summarizer calls.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompactConfig {
     /// How big the result may be.
@@ -139,7 +140,7 @@ impl Default for CompactConfig {
             strategy: Strategy::Auto,
             plan: PlanConfig::default(),
             evict: EvictConfig { keep_recent: Some(3), ..EvictConfig::default() },
-            summary_tokens: 2_000,
+            summary_tokens: 4_000,
             instructions: Instructions::default(),
             max_chunks: 8,
             max_tool_output: ClipLimit::Auto,
@@ -329,7 +330,7 @@ impl Compactor {
         conversation: &Conversation,
         config: &CompactConfig,
     ) -> Result<Compacted, CompactError> {
-        let compacted = self.compact_unstored(conversation, config).await?;
+        let compacted = self.compact_unstored(conversation, config, &conversation.messages).await?;
         self.persist(&conversation.messages, compacted)
     }
 
@@ -350,11 +351,14 @@ impl Compactor {
         }
     }
 
-    /// [`Compactor::compact`] without storing.
+    /// [`Compactor::compact`] without storing. `originals` are the messages as the caller has
+    /// them: payloads an earlier pass evicted or clipped in `conversation` are summarized
+    /// from there, so a summary never loses what a pointer stood for.
     pub(crate) async fn compact_unstored(
         &self,
         conversation: &Conversation,
         config: &CompactConfig,
+        originals: &[Message],
     ) -> Result<Compacted, CompactError> {
         let started = Instant::now();
         if conversation.messages.is_empty() {
@@ -393,7 +397,8 @@ impl Compactor {
                                 "the first request is too big to keep verbatim; it is folded into the summary".into(),
                             );
                         }
-                        let head = original_head(&original, &work, &plan);
+                        let mut head = original_head(&original, &work, &plan);
+                        restore_payloads(&mut head, originals);
                         let (head_hash, text) = self.summarize(&head, &plan, config, &mut report).await;
                         let summary = if config.evict.recall_tool { with_recall_note(&text) } else { text.clone() };
                         report.summary_tokens = counter.count_text(&summary);
@@ -637,10 +642,36 @@ impl Compactor {
     }
 }
 
-/// The most tokens the summary may take: the configured size, but no more than a quarter of
-/// the target, so a small target still leaves room for the verbatim tail.
+/// The most tokens the summary may take: the configured size, but no more than half the
+/// target, so a small target still leaves room for the verbatim tail. (Replay on the corpus
+/// chose these: a quarter of the target, or 2,000 tokens, lost a quarter of the probes at a
+/// 16k window and cost more, because a summary too small to hold the facts is redone sooner.)
 fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
-    config.summary_tokens.min(target / 4).max(1)
+    config.summary_tokens.min(target / 2).max(1)
+}
+
+/// Puts back, from `originals`, the payloads of tool results that an earlier pass replaced
+/// with a pointer or clipped, matching results by their tool_use id.
+fn restore_payloads(head: &mut [Message], originals: &[Message]) {
+    let replaced = |result: &ToolResult| is_evicted(result) || result.text().contains(CLIP_PREFIX);
+    let mut results = head.iter_mut().flat_map(|message| message.content.iter_mut()).filter_map(|block| match block {
+        Block::ToolResult(result) if replaced(result) => Some(result),
+        _ => None,
+    });
+    let Some(first) = results.next() else { return };
+    let by_id: HashMap<&str, &ToolResult> = originals
+        .iter()
+        .flat_map(|message| &message.content)
+        .filter_map(|block| match block {
+            Block::ToolResult(result) if !replaced(result) => Some((result.tool_use_id.as_str(), result)),
+            _ => None,
+        })
+        .collect();
+    for result in std::iter::once(first).chain(results) {
+        if let Some(original) = by_id.get(result.tool_use_id.as_str()) {
+            *result = (*original).clone();
+        }
+    }
 }
 
 /// The head of `plan` with the original (un-evicted) payloads: eviction keeps every block in

@@ -329,7 +329,7 @@ impl CompactionMiddleware {
             let cap = usable.saturating_sub(pending_tokens);
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
-        let result = match self.compactor.compact_unstored(&conversation, &config).await {
+        let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
             Ok(compacted) => self.compactor.persist(history, compacted),
             Err(err) => Err(err),
         };

@@ -207,18 +207,19 @@ fn write_plot(
 fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {
     let mut out = format!("window {} tokens, {files} session(s)\n", thousands(window));
     out.push_str(&format!(
-        "  {:<22} {:>10} {:>8} {:>10} {:>9} {:>11} {:>10} {:>8}\n",
-        "strategy", "cost $", "vs none", "peak", "overflow", "compactions", "summarizer", "recall"
+        "  {:<22} {:>10} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8}\n",
+        "strategy", "cost $", "vs none", "peak", "overflow", "unavoidable", "compactions", "summarizer", "recall"
     ));
     for result in results {
         let recall = if result.probes == 0 { "-".to_string() } else { format!("{:.1}%", result.probe_recall * 100.0) };
         out.push_str(&format!(
-            "  {:<22} {:>10.4} {:>8} {:>10} {:>9} {:>11} {:>10} {:>8}\n",
+            "  {:<22} {:>10.4} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8}\n",
             result.strategy,
             result.cost_usd,
             if result.cost_vs_none.is_nan() { "-".to_string() } else { format!("{:.3}", result.cost_vs_none) },
             thousands(result.peak_request_tokens),
             result.overflow_steps,
+            result.unavoidable_overflow_steps,
             result.compactions,
             result.summarizer_calls,
             recall
@@ -230,13 +231,13 @@ fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {
 
 fn write_csv(path: &PathBuf, files: &[FileResult]) -> anyhow::Result<()> {
     let mut out = String::from(
-        "file,window,strategy,steps,overflow_steps,peak_request_tokens,input_tokens,cache_read_tokens,cache_write_tokens,output_tokens,summarizer_calls,summarizer_input_tokens,summarizer_output_tokens,cost_usd,cost_vs_none,probes,probes_recalled,probe_recall,compactions\n",
+        "file,window,strategy,steps,overflow_steps,peak_request_tokens,input_tokens,cache_read_tokens,cache_write_tokens,output_tokens,summarizer_calls,summarizer_input_tokens,summarizer_output_tokens,cost_usd,cost_vs_none,probes,probes_recalled,probe_recall,compactions,unavoidable_overflow_steps\n",
     );
     for file in files {
         for result in &file.results {
             let name = file.file.replace('"', "\"\"");
             out.push_str(&format!(
-                "\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.4},{},{},{:.4},{}\n",
+                "\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.4},{},{},{:.4},{},{}\n",
                 file.window,
                 result.strategy,
                 result.steps,
@@ -254,7 +255,8 @@ fn write_csv(path: &PathBuf, files: &[FileResult]) -> anyhow::Result<()> {
                 result.probes,
                 result.probes_recalled,
                 result.probe_recall,
-                result.compactions
+                result.compactions,
+                result.unavoidable_overflow_steps
             ));
         }
     }

@@ -16,6 +16,7 @@ pub mod strategies;
 
 use crate::compactor::Compactor;
 use crate::summarize::Usage;
+use contextfold_core::boundary::boundaries;
 use contextfold_core::check::normalize;
 use contextfold_core::extract::extract;
 use contextfold_core::hash::{canonical_json, hash_bytes, message_fingerprint};
@@ -90,6 +91,10 @@ pub struct StrategyResult {
     pub steps: usize,
     /// Calls whose request did not fit the window less the reserve.
     pub overflow_steps: usize,
+    /// Of those, calls where even the newest turn alone (system prompt, tools and the
+    /// messages after the last safe cut) does not fit: no strategy that keeps pairs, batches
+    /// and signed thinking loops whole could have avoided them.
+    pub unavoidable_overflow_steps: usize,
     /// The largest request.
     pub peak_request_tokens: u64,
     /// Input tokens over all calls.
@@ -133,6 +138,7 @@ impl StrategyResult {
     pub fn add(&mut self, other: &StrategyResult) {
         self.steps += other.steps;
         self.overflow_steps += other.overflow_steps;
+        self.unavoidable_overflow_steps += other.unavoidable_overflow_steps;
         self.peak_request_tokens = self.peak_request_tokens.max(other.peak_request_tokens);
         self.input_tokens += other.input_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
@@ -255,6 +261,7 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
         system: system_text.as_deref().map(normalize),
         messages: HashMap::new(),
     };
+    let floors = newest_turn_tokens(conversation, &calls, fixed, &mut counts);
     let mut results = Vec::new();
     for name in &config.strategies {
         let mut strategy = strategy(name, &setting).ok_or_else(|| {
@@ -275,6 +282,7 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
             result.request_tokens.push(request_tokens);
             result.peak_request_tokens = result.peak_request_tokens.max(request_tokens);
             result.overflow_steps += usize::from(request_tokens > usable);
+            result.unavoidable_overflow_steps += usize::from(request_tokens > usable && floors[step_index] > usable);
             result.input_tokens += request_tokens;
             result.output_tokens += output;
             let input_cost = if config.cache { read as f64 * 0.1 + write as f64 * 1.25 } else { request_tokens as f64 };
@@ -295,6 +303,24 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
     }
     relate_to_none(&mut results);
     Ok(results)
+}
+
+/// For each call, the tokens of its smallest possible request: the system prompt and tools
+/// plus the messages after the last safe cut of the history before it.
+fn newest_turn_tokens(conversation: &Conversation, calls: &[usize], fixed: u64, counts: &mut BlockCounts) -> Vec<u64> {
+    // prefix[i] = tokens of messages[..i].
+    let mut prefix = vec![0u64];
+    for message in &conversation.messages {
+        let tokens: u64 = counts.message(message).iter().map(|(_, tokens)| tokens).sum();
+        prefix.push(prefix[prefix.len() - 1] + tokens);
+    }
+    calls
+        .iter()
+        .map(|&call| {
+            let start = boundaries(&conversation.messages[..call]).last().map_or(0, |boundary| boundary.index);
+            fixed + prefix[call] - prefix[start]
+        })
+        .collect()
 }
 
 fn add_summarizer(result: &mut StrategyResult, usage: Usage, price: Price) {
