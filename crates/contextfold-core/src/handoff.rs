@@ -355,7 +355,7 @@ mod tests {
             target: Some(format!("make target{index}")),
             first_line: format!("error {index}: {}", "details ".repeat(30)),
             message: index,
-            fixed: index % 2 == 0,
+            fixed: index.is_multiple_of(2),
         };
         // Errors of an earlier summary come first when merged: the open ones among them must
         // still outlive the fixed ones.
