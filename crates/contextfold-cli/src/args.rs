@@ -119,6 +119,10 @@ ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL overrides the endpoint), openai[:MODEL] (a
 OpenAI-compatible server; OPENAI_API_KEY if it needs one, OPENAI_BASE_URL or --base-url).
 With --strategy auto a failing LLM summarizer falls back to the extractive one, reported.
 
+Redaction: secrets (cloud keys, API tokens, private keys, bearer headers, secret-named
+assignments) are masked as [REDACTED:<kind>] in what an LLM summarizer is sent and in
+everything --store keeps; a summary is checked and masked too. --no-redact turns it off.
+
 Exit codes:
   0  success
   2  usage or input error, or a summarizer failure with --strategy summarize";
@@ -201,9 +205,15 @@ pub struct PersistArgs {
     /// Append to this stored session instead of creating one (one input file).
     #[arg(long, value_name = "ID", requires = "store")]
     pub session: Option<String>,
-    /// Store secrets as they are; by default keys, tokens and passwords are masked.
-    #[arg(long, requires = "store")]
+    /// Send and store secrets as they are. By default keys, tokens and passwords are masked
+    /// in the store and in what an LLM summarizer (anthropic, openai) is sent, and any left in
+    /// a summary are masked; the rest of the written conversation is never changed.
+    #[arg(long)]
     pub no_redact: bool,
+    /// Tell the model it can get removed content back: pointers, clip markers and the summary
+    /// name the `context_recall` tool (answer its calls from the store).
+    #[arg(long, requires = "store")]
+    pub recall_tool: bool,
 }
 
 /// The store a reading command opens.
@@ -540,6 +550,10 @@ pub struct ReplayArgs {
     /// Bill every input token at the full price (no prompt cache).
     #[arg(long)]
     pub no_cache: bool,
+    /// Send an LLM summarizer secrets as they are; by default keys, tokens and passwords in
+    /// what it is sent are masked.
+    #[arg(long)]
+    pub no_redact: bool,
     /// contextfold compacts when the next request reaches this share of the usable window.
     #[arg(long, value_name = "F", default_value = "0.8", value_parser = parse_fraction)]
     pub trigger: f64,
@@ -612,9 +626,12 @@ mod tests {
         assert_eq!(given.store.as_deref(), Some(std::path::Path::new("s.db")));
         assert!(given.no_redact);
         assert_eq!(parsed(&["contextfold", "compact", "a.json"]).store, None);
-        // Without a store there is nothing to redact or append to.
-        assert!(Cli::try_parse_from(["contextfold", "compact", "a.json", "--no-redact"]).is_err());
+        // Without a store there is nothing to append to or recall from; --no-redact also
+        // concerns LLM summarizers.
         assert!(Cli::try_parse_from(["contextfold", "evict", "a.json", "--session", "s1"]).is_err());
+        assert!(Cli::try_parse_from(["contextfold", "compact", "a.json", "--recall-tool"]).is_err());
+        assert!(parsed(&["contextfold", "compact", "a.json", "--no-redact"]).no_redact);
+        assert!(parsed(&["contextfold", "compact", "a.json", "--store", "--recall-tool"]).recall_tool);
     }
 
     #[test]

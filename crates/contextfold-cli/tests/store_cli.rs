@@ -178,11 +178,30 @@ fn session_appends_to_an_existing_session() {
     assert_eq!(sessions(&store).len(), 1);
 }
 
-/// A conversation whose tool output holds secrets of several kinds.
+/// Realistic fake secrets (built, so that no scanner flags this file): an AWS access key id,
+/// a GitHub token, a password and a line of a PEM private key.
+fn secrets() -> [String; 4] {
+    [
+        format!("AKIA{}", "Z7Q2".repeat(4)),
+        format!("ghp_{}", "a1B2c3D4e5F6".repeat(3)),
+        "s3cr3t-Pa55w0rd!".to_string(),
+        format!("MIIEpAIBAAKCAQEA{}", "u8Rk2Lq9Zx4Wm7Tn".repeat(3)),
+    ]
+}
+
+/// The secrets `text` holds.
+fn leaked(text: &str) -> Vec<String> {
+    secrets().into_iter().filter(|secret| text.contains(secret.as_str())).collect()
+}
+
+/// A conversation holding [`secrets`]: in a tool output (an `.env` and a key file), in the
+/// first request, and in a later request that a summary quotes.
 fn secret_session(dir: &Path) -> PathBuf {
-    let aws = format!("AKIA{}", "Z7Q2".repeat(4));
-    let github = format!("ghp_{}", "a1B2c3D4e5F6".repeat(3));
-    let env = format!("DB_PASSWORD=s3cr3t-Pa55w0rd!\nAWS_ACCESS_KEY_ID={aws}\nGITHUB_TOKEN={github}\n");
+    let [aws, github, password, pem] = secrets();
+    let env = format!(
+        "DB_PASSWORD={password}\nAWS_ACCESS_KEY_ID={aws}\nGITHUB_TOKEN={github}\n\
+         -----BEGIN RSA PRIVATE KEY-----\n{pem}\n{pem}\n-----END RSA PRIVATE KEY-----\n"
+    );
     let filler: String = (0..200).map(|i| format!("line {i} of the configuration notes\n")).collect();
     let conversation = serde_json::json!({"messages": [
         {"role": "user", "content": "Check the deploy config, my token is ".to_string() + &github},
@@ -190,7 +209,13 @@ fn secret_session(dir: &Path) -> PathBuf {
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": env + &filler}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "ls"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "deploy.yml\n.env"}]},
-        {"role": "assistant", "content": "The config looks fine."}
+        {"role": "assistant", "content": "The config looks fine."},
+        {"role": "user", "content": format!("Deploy it with the key {aws} and:\nDB_PASSWORD={password}\nthen report back.")},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t3", "name": "Bash", "input": {"command": "./deploy.sh"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t3", "content": filler.clone()}]},
+        {"role": "assistant", "content": "Deployed."},
+        {"role": "user", "content": "Thanks. Now write the release notes."},
+        {"role": "assistant", "content": "Release notes written to NOTES.md."}
     ]});
     let path = dir.join("secrets.json");
     std::fs::write(&path, serde_json::to_string_pretty(&conversation).unwrap()).unwrap();
@@ -201,7 +226,6 @@ fn secret_session(dir: &Path) -> PathBuf {
 fn the_store_gets_secrets_masked_unless_no_redact() {
     let dir = dir("redact");
     let input = secret_session(&dir);
-    let secrets = ["s3cr3t-Pa55w0rd!", "Z7Q2Z7Q2", "a1B2c3D4e5F6"];
     for (store, extra, masked) in [("masked.db", None, true), ("plain.db", Some("--no-redact"), false)] {
         let store = dir.join(store);
         let out = dir.join("out.json");
@@ -213,9 +237,7 @@ fn the_store_gets_secrets_masked_unless_no_redact() {
         let (reference, _, _) = refs(&report).into_iter().next().expect("the .env output is evicted");
         let recalled = recall(&store, &reference).as_str().unwrap().to_string();
         let exported = export(&store, report["session"].as_str().unwrap());
-        for secret in secrets {
-            assert_eq!(exported.contains(secret), !masked, "{secret} in the export: {exported}");
-        }
+        assert_eq!(leaked(&exported).len(), if masked { 0 } else { 4 }, "{exported}");
         assert_eq!(recalled.contains("s3cr3t-Pa55w0rd!"), !masked, "{recalled}");
         if masked {
             assert!(recalled.starts_with("DB_PASSWORD=[REDACTED:secret]\nAWS_ACCESS_KEY_ID=[REDACTED:"), "{recalled}");
@@ -224,6 +246,166 @@ fn the_store_gets_secrets_masked_unless_no_redact() {
         // Redaction is for the store only: the written conversation keeps the user's text.
         assert!(std::fs::read_to_string(&out).unwrap().contains("my token is ghp_"));
     }
+}
+
+/// The text of the summary in the conversation file `path`, if it has one.
+fn written_summary(path: &Path) -> Option<String> {
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let conversation = contextfold::core::Conversation::from_value(value).unwrap();
+    conversation.messages.iter().find_map(contextfold::core::summary::split_summary).map(|split| split.summary)
+}
+
+/// Every file of the store (the database and its journal), as text.
+fn store_bytes(store: &Path) -> String {
+    ["", "-wal"]
+        .iter()
+        .filter_map(|suffix| std::fs::read(format!("{}{suffix}", store.display())).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .collect()
+}
+
+#[test]
+fn compact_store_leaves_no_secret_in_the_store_or_the_summary() {
+    let dir = dir("redact-compact");
+    let input = secret_session(&dir);
+    let compact = |store: &Path, out: &Path, extra: &[&str]| {
+        let (input, store, out) = (arg(&input), arg(store), arg(out));
+        let mut args = vec![
+            "compact",
+            &input,
+            "--budget",
+            "600",
+            "--tokenizer",
+            "estimate",
+            "--json",
+            "-o",
+            &out,
+            "--store",
+            &store,
+        ];
+        args.extend(extra);
+        json(&args)
+    };
+    let (plain, masked) = (dir.join("plain.db"), dir.join("masked.db"));
+    let (plain_out, masked_out) = (dir.join("plain.json"), dir.join("masked.json"));
+    let unredacted = compact(&plain, &plain_out, &["--no-redact"]);
+    assert_eq!(leaked(&store_bytes(&plain)).len(), 4, "with --no-redact the store keeps them");
+    assert!(!leaked(&written_summary(&plain_out).expect("a summary")).is_empty(), "the summary quotes a request");
+    assert!(unredacted.get("secrets_redacted").is_none(), "{unredacted}");
+
+    let report = compact(&masked, &masked_out, &[]);
+    assert!(report["secrets_redacted"].as_u64().is_some_and(|count| count > 0), "{report}");
+    assert_eq!(leaked(&store_bytes(&masked)), Vec::<String>::new(), "the store files hold no secret");
+    let session = report["session"].as_str().expect("a session");
+    assert_eq!(leaked(&export(&masked, session)), Vec::<String>::new());
+    for (reference, _, _) in refs(&report) {
+        assert_eq!(leaked(&recall(&masked, &reference).to_string()), Vec::<String>::new(), "{reference}");
+    }
+    let summary = written_summary(&masked_out).expect("a summary");
+    assert_eq!(leaked(&summary), Vec::<String>::new(), "{summary}");
+    assert!(summary.contains("[REDACTED:"), "{summary}");
+}
+
+/// A one-connection OpenAI-compatible server answering `summary`; its thread returns the
+/// request body it read.
+fn openai_once(summary: &str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds a port");
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let answer = serde_json::json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": summary}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+    })
+    .to_string();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("a request");
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        String::from_utf8(body).unwrap()
+    });
+    (url, server)
+}
+
+#[test]
+fn an_llm_summarizer_is_sent_masks_unless_no_redact() {
+    let dir = dir("redact-llm");
+    let input = arg(&secret_session(&dir));
+    for (extra, masked) in [(None, true), (Some("--no-redact"), false)] {
+        let (url, server) = openai_once("## Objective and user requests\n- deploy");
+        let mut args = vec![
+            "compact",
+            &input,
+            "--budget",
+            "600",
+            "--tokenizer",
+            "estimate",
+            "--summarizer",
+            "openai:test",
+            "--base-url",
+            &url,
+            "--max-retries",
+            "0",
+            "--strategy",
+            "summarize",
+            "--json",
+            "--dry-run",
+        ];
+        args.extend(extra);
+        let report = json(&args);
+        let sent = server.join().expect("the server read one request");
+        assert!(report["summarizer"].as_str().is_some_and(|id| id.starts_with("openai")), "{report}");
+        assert_eq!(leaked(&sent).is_empty(), masked, "{extra:?}: {sent}");
+        assert_eq!(sent.contains("[REDACTED:aws-access-key-id]"), masked, "{sent}");
+    }
+}
+
+#[test]
+fn recall_tool_names_the_tool_in_pointers_and_summary() {
+    let dir = dir("recall-tool");
+    let store = arg(&dir.join("s.db"));
+    let example = fixture(SESSION);
+    let text = |path: &Path| std::fs::read_to_string(path).unwrap();
+    for (flag, named) in [(None, false), (Some("--recall-tool"), true)] {
+        let out = dir.join("out.json");
+        let mut args = vec!["compact", &example, "--budget", "2000", "--tokenizer", "estimate", "--json"];
+        let out_arg = arg(&out);
+        args.extend(["-o", &out_arg, "--store", &store]);
+        args.extend(flag);
+        json(&args);
+        let written = text(&out);
+        assert!(written_summary(&out).is_some(), "the budget summarizes");
+        assert_eq!(written.contains(contextfold::core::summary::RECALL_NOTE), named, "the summary's note");
+        let mut args = vec!["evict", &example, "--keep", "1", "--json", "-o", &out_arg, "--store", &store];
+        args.extend(flag);
+        json(&args);
+        let pointers = text(&out);
+        assert!(pointers.contains("[contextfold: offloaded"), "evict leaves pointers");
+        assert_eq!(pointers.contains("call context_recall with this ref"), named, "{pointers}");
+    }
+    let unstored = contextfold(&["compact", &example, "--recall-tool"]);
+    assert!(unstored.code == 2 && unstored.stderr.contains("--store"), "{}", unstored.stderr);
+    fails(&contextfold(&["evict", &example, "--no-redact"]), &["--no-redact", "--store"]);
 }
 
 #[test]

@@ -10,9 +10,12 @@
 //!
 //! With a store ([`Compactor::with_store`]) every compaction is kept in the cold layer: the
 //! history it saw, each payload it removed, its summary and its report, in one transaction.
+//! With a redactor ([`Compactor::with_redactor`]) secrets are masked before anything leaves
+//! for a summarizer or the store, and the summary is checked to hold none.
 
 use crate::cache::{cache_key, LruCache, SummaryCache};
-use crate::store::{Payload, SessionId, SessionStore, StoreError, Summary};
+use crate::redact::Redactor;
+use crate::store::{redact_stored, Payload, SessionId, SessionStore, StoreError, Summary};
 use crate::summarize::{Extractive, Summarizer, SummaryRequest, Usage};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::clip::{clip, ClipConfig, Clipped, CLIP_PREFIX, MIN_CLIP_TOKENS};
@@ -25,6 +28,7 @@ use contextfold_core::summary::{assemble, split_summary, with_recall_note};
 use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,6 +198,10 @@ pub struct CompactionReport {
     pub messages_folded: usize,
     /// Facts an LLM summary left out and that were appended to it.
     pub missing_facts: usize,
+    /// Secrets masked in what the summarizer saw (head and previous summary) and in its
+    /// summary, with [`Compactor::with_redactor`]; absent from the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub secrets_redacted: usize,
     /// Repairs made to the input before compacting.
     pub fixes: Vec<String>,
     /// Other things worth knowing, one sentence each.
@@ -202,6 +210,10 @@ pub struct CompactionReport {
     pub valid: bool,
     /// Wall time in milliseconds.
     pub duration_ms: f64,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 /// A compacted conversation and its report.
@@ -250,6 +262,7 @@ pub struct Compactor {
     cache: Arc<dyn SummaryCache>,
     counter: &'static dyn TokenCounter,
     persistence: Option<Persistence>,
+    redactor: Option<Redactor>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -258,6 +271,7 @@ impl std::fmt::Debug for Compactor {
             .field("summarizer", &self.summarizer.id())
             .field("counter", &self.counter.name())
             .field("session", &self.persistence.as_ref().map(|persistence| &persistence.session))
+            .field("redacts", &self.redactor.is_some())
             .finish()
     }
 }
@@ -278,7 +292,20 @@ impl Compactor {
             cache: Arc::new(LruCache::default()),
             counter: Tokenizer::Estimate.counter(),
             persistence: None,
+            redactor: None,
         }
+    }
+
+    /// Masks secrets with `redactor` (default: none) before they leave: in the head and
+    /// previous summary a summarizer is given (so an LLM provider never sees them), and, with
+    /// a store, in everything stored. The summary is checked too, and whatever it still holds
+    /// is masked; [`CompactionReport::secrets_redacted`] counts them. The verbatim tail is sent
+    /// as it was: it goes to the model the caller talks to anyway.
+    ///
+    /// Costs a pattern scan of the head per summary (and of the history per stored compaction).
+    pub fn with_redactor(mut self, redactor: Redactor) -> Compactor {
+        self.redactor = Some(redactor);
+        self
     }
 
     /// Keeps every compaction in `session` of `store` (default: none): the history it saw,
@@ -341,9 +368,18 @@ impl Compactor {
         let session = persistence.session.as_str();
         let stored = serde_json::to_value(&compacted.report)
             .map_err(|err| StoreError::Invalid(format!("the report does not serialize: {err}")))
-            .and_then(|report| {
-                let payloads = Payload::from_report(session, &compacted.report);
-                persistence.store.persist_compaction(session, history, &payloads, compacted.summary.as_ref(), &report)
+            .and_then(|mut report| {
+                let mut payloads = Payload::from_report(session, &compacted.report);
+                let mut summary = compacted.summary.clone();
+                let history = match &self.redactor {
+                    Some(redactor) => {
+                        let mut redacted = history.to_vec();
+                        redact_stored(redactor, &mut redacted, &mut payloads, summary.as_mut(), &mut report);
+                        Cow::Owned(redacted)
+                    }
+                    None => Cow::Borrowed(history),
+                };
+                persistence.store.persist_compaction(session, &history, &payloads, summary.as_ref(), &report)
             });
         match stored {
             Ok(_) => Ok(compacted),
@@ -399,7 +435,15 @@ impl Compactor {
                         }
                         let mut head = original_head(&original, &work, &plan);
                         restore_payloads(&mut head, originals);
-                        let (head_hash, text) = self.summarize(&head, &plan, config, &mut report).await;
+                        let mut previous = plan.previous_summary.clone();
+                        if let Some(redactor) = &self.redactor {
+                            report.secrets_redacted +=
+                                head.iter_mut().map(|m| redactor.redact_message(m)).sum::<usize>()
+                                    + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
+                        }
+                        let (head_hash, mut text) =
+                            self.summarize(&head, previous.as_deref(), &plan, config, &mut report).await;
+                        self.check_summary(&mut text, &mut report);
                         let summary = if config.evict.recall_tool { with_recall_note(&text) } else { text.clone() };
                         report.summary_tokens = counter.count_text(&summary);
                         stored_summary = Some(Summary {
@@ -507,11 +551,11 @@ impl Compactor {
     async fn summarize(
         &self,
         head: &[Message],
+        previous: Option<&str>,
         plan: &Plan,
         config: &CompactConfig,
         report: &mut CompactionReport,
     ) -> (String, String) {
-        let previous = plan.previous_summary.as_deref();
         let id = self.summarizer.id();
         let budget = summary_budget(config, report.target_tokens);
         let key = cache_key(head, previous, &config.instructions, budget, &id);
@@ -563,6 +607,17 @@ impl Compactor {
         };
         self.cache.put(&key, &text);
         (key, text)
+    }
+
+    /// Masks what the redactor still finds in a summary: secrets an LLM pieced together, or
+    /// a cached summary written without redaction. A note says so, as it should not happen.
+    fn check_summary(&self, text: &mut String, report: &mut CompactionReport) {
+        let Some(redactor) = &self.redactor else { return };
+        let found = redactor.redact_string(text);
+        if found > 0 {
+            report.secrets_redacted += found;
+            report.notes.push(format!("the summary held {found} secret(s) after redaction; they were masked"));
+        }
     }
 
     /// Summarizes with the LLM in at most `max_chunks` calls, then checks the artifacts.

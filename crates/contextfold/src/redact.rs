@@ -325,7 +325,8 @@ impl Redactor {
         text + extra.values_mut().map(|value| self.redact_value(value)).sum::<usize>()
     }
 
-    fn redact_string(&self, text: &mut String) -> usize {
+    /// Masks the secrets of `text` in place; returns how many were masked.
+    pub fn redact_string(&self, text: &mut String) -> usize {
         let (redacted, count) = self.redact_counted(text);
         if let Cow::Owned(redacted) = redacted {
             *text = redacted;

@@ -1,5 +1,8 @@
 //! The compactor and the middleware, driven by scripted summarizers: no network.
 
+mod common;
+
+use common::{leaked, secret_session, secrets, session};
 use contextfold::compactor::{ClipLimit, CompactConfig, Compactor, Strategy, Target};
 use contextfold::core::summary::{is_summary_message, split_summary};
 use contextfold::core::tokens::{count_conversation, Tokenizer};
@@ -7,6 +10,8 @@ use contextfold::core::{validate, Conversation, Message, Role};
 use contextfold::event::{CompactionEvent, Trigger};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
 use contextfold::policy::{All, Off, RateLimit, Threshold};
+use contextfold::redact::Redactor;
+use contextfold::store::{MemoryStore, SessionStore};
 use contextfold::summarize::{BoxFuture, SummarizeError, Summarizer, Summary, SummaryRequest, Usage};
 use serde_json::json;
 use std::collections::VecDeque;
@@ -55,36 +60,6 @@ impl Summarizer for Scripted {
             }
         })
     }
-}
-
-/// A coding session: `turns` user turns, each with `cycles` tool calls of `lines` output lines.
-fn session(turns: usize, cycles: usize, lines: usize) -> Conversation {
-    let mut messages = Vec::new();
-    let mut id = 0;
-    for turn in 0..turns {
-        messages.push(json!({"role": "user", "content": format!("Request {turn}: please fix module {turn}, and don't touch the public API.")}));
-        for cycle in 0..cycles {
-            id += 1;
-            let output: String = (0..lines)
-                .map(|line| {
-                    format!("module{turn}/file{cycle}.py:{line}: def function_{line}(arg): return arg * {line}\n")
-                })
-                .collect();
-            messages.push(json!({"role": "assistant", "content": [
-                {"type": "text", "text": format!("Reading file {cycle} of module {turn}.")},
-                {"type": "tool_use", "id": format!("t{id}"), "name": "Read", "input": {"file_path": format!("module{turn}/file{cycle}.py")}}
-            ]}));
-            messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{id}"), "content": output}]}));
-        }
-        id += 1;
-        messages.push(json!({"role": "assistant", "content": [
-            {"type": "tool_use", "id": format!("t{id}"), "name": "Edit", "input": {"file_path": format!("module{turn}/file0.py"), "old_string": "a", "new_string": "b"}}
-        ]}));
-        messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{id}"), "content": "ok"}]}));
-        messages
-            .push(json!({"role": "assistant", "content": format!("Fixed module {turn}. Next I will run the tests.")}));
-    }
-    Conversation::from_value(json!({"system": "You are a coding agent.", "model": "m", "messages": messages})).unwrap()
 }
 
 fn tokens(conversation: &Conversation) -> u64 {
@@ -354,4 +329,80 @@ fn pending_input_counts_toward_the_request() {
     let with = runtime().block_on(middleware.prepare(&history, &pending));
     assert!(with.request_tokens > without + 400);
     assert_eq!(with.messages().last(), pending.last());
+}
+
+/// Everything a summarizer was given, as one text.
+fn sent(request: &SummaryRequest) -> String {
+    let head: Vec<_> = request.head.iter().map(|message| message.to_value().to_string()).collect();
+    format!("{}\n{:?}\n{}", request.transcript, request.previous, head.join("\n"))
+}
+
+#[test]
+fn with_a_redactor_no_secret_reaches_the_summarizer_or_the_summary() {
+    let conversation = secret_session(3, 4, 30);
+    let config =
+        CompactConfig { target: Target::Budget(1_500), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    let [aws, ..] = secrets();
+
+    // Without a redactor every secret goes out: the redactor is what keeps them in.
+    let plain = Scripted::new(vec![Ok("## Objective and user requests\n- fix modules")]);
+    runtime().block_on(Compactor::new(plain.clone()).compact(&conversation, &config)).unwrap();
+    assert_eq!(leaked(&sent(&plain.requests.lock().unwrap()[0])).len(), 4);
+
+    // An LLM that writes a secret anyway (pieced together, or remembered): the summary is checked.
+    let echo = format!("## Objective and user requests\n- deploy with key {aws}");
+    let scripted = Scripted::new(vec![Ok(echo.as_str())]);
+    let compactor = Compactor::new(scripted.clone()).with_redactor(Redactor::new());
+    let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+    let request = sent(&scripted.requests.lock().unwrap()[0]);
+    assert_eq!(leaked(&request), Vec::<String>::new(), "{request}");
+    for mask in ["aws-access-key-id", "github-token", "private-key", "secret"] {
+        assert!(request.contains(&format!("[REDACTED:{mask}]")), "{mask} in {request}");
+    }
+    let summary = split_summary(&out.conversation.messages[0]).unwrap().summary;
+    assert_eq!(leaked(&summary), Vec::<String>::new(), "{summary}");
+    assert!(summary.contains("deploy with key [REDACTED:aws-access-key-id]"), "{summary}");
+    assert_eq!(out.report.secrets_redacted, 5, "four in the head, one in the summary");
+    assert!(out.report.notes.iter().any(|note| note.contains("the summary held 1 secret")), "{:?}", out.report.notes);
+    assert_eq!(serde_json::to_value(&out.report).unwrap()["secrets_redacted"], 5);
+
+    // The extractive summarizer, with and without.
+    let extractive = |compactor: Compactor| {
+        let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+        (split_summary(&out.conversation.messages[0]).unwrap().summary, out.report)
+    };
+    let (summary, report) = extractive(Compactor::default());
+    assert!(!leaked(&summary).is_empty(), "the extractive summary quotes the head: {summary}");
+    assert!(serde_json::to_value(&report).unwrap().get("secrets_redacted").is_none(), "absent when 0");
+    let (summary, report) = extractive(Compactor::default().with_redactor(Redactor::new()));
+    assert_eq!(leaked(&summary), Vec::<String>::new(), "{summary}");
+    assert_eq!(report.secrets_redacted, 4);
+}
+
+#[test]
+fn with_a_redactor_and_a_store_nothing_stored_holds_a_secret() {
+    let conversation = secret_session(3, 4, 30);
+    let config = CompactConfig { target: Target::Budget(1_500), ..CompactConfig::default() };
+    let compact = |redactor: Option<Redactor>| {
+        let store = Arc::new(MemoryStore::new());
+        let session = store.create_session("secrets").unwrap();
+        let mut compactor = Compactor::default().with_store(store.clone(), session.clone());
+        if let Some(redactor) = redactor {
+            compactor = compactor.with_redactor(redactor);
+        }
+        let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+        assert!(out.report.strategy_used.contains("evict"), "{}", out.report.strategy_used);
+        let mut stored: Vec<String> =
+            store.export(&session).unwrap().iter().map(|message| message.to_value().to_string()).collect();
+        stored.extend(store.summaries(&session).unwrap().into_iter().map(|summary| summary.text));
+        stored.extend(store.reports(&session).unwrap().iter().map(ToString::to_string));
+        for item in &out.report.items {
+            stored.push(store.recall(&item.reference).unwrap().expect("stored").to_string());
+        }
+        stored.join("\n")
+    };
+    assert_eq!(leaked(&compact(None)).len(), 4, "the store keeps the history as it came");
+    let stored = compact(Some(Redactor::new()));
+    assert_eq!(leaked(&stored), Vec::<String>::new(), "{stored}");
+    assert!(stored.contains("DB_PASSWORD=[REDACTED:secret]"));
 }

@@ -264,7 +264,8 @@ fn compacting_a_growing_session_keeps_one_bounded_summary() {
         ["claudecode-mclaude__c76e5be5", "minisweagent-gemini3pro__django__django-13297", "openhands__output__line0"];
     let budget = 8_000;
     let config = cli_config(budget);
-    let summary_budget = config.summary_tokens.min(budget / 4);
+    // The summary may take at most half the target.
+    let summary_budget = config.summary_tokens.min(budget / 2);
     let compactor = compactor();
     let runtime = runtime();
     let mut checked = 0;

@@ -2,10 +2,15 @@
 //! they send, the answers they read, when they retry, and that the key never shows.
 #![cfg(feature = "http")]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{leaked, secret_session};
+use contextfold::compactor::{CompactConfig, Compactor, Strategy, Target};
 use contextfold::core::prompt::{summary_prompt, Instructions, PROMPT_VERSION};
+use contextfold::redact::Redactor;
 use contextfold::summarize::http::{Anthropic, AnthropicBuilder, OpenAiCompatible, OpenAiCompatibleBuilder};
 use contextfold::summarize::{SummarizeError, Summarizer, SummaryRequest, Usage};
 use serde_json::{json, Value};
@@ -493,4 +498,39 @@ async fn the_key_never_shows_in_logs() {
     assert!(logs.contains("retrying"), "the retry is logged: {logs}");
     assert!(logs.contains("[redacted]"), "{logs}");
     assert!(!logs.contains(KEY), "{logs}");
+}
+
+/// Compacts a conversation holding secrets with `summarizer` behind `server`, redacting or
+/// not; returns the bodies the server received, as text.
+async fn bodies_sent(server: &MockServer, summarizer: Arc<dyn Summarizer>, redact: bool) -> String {
+    let mut compactor = Compactor::new(summarizer);
+    if redact {
+        compactor = compactor.with_redactor(Redactor::new());
+    }
+    let config =
+        CompactConfig { target: Target::Budget(1_500), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    let out = compactor.compact(&secret_session(3, 4, 30), &config).await.unwrap();
+    assert!(out.report.fallbacks.is_empty(), "{:?}", out.report.fallbacks);
+    let bodies: Vec<String> = received(server).await.iter().map(|request| body(request).to_string()).collect();
+    server.reset().await;
+    bodies.join("\n")
+}
+
+#[tokio::test]
+async fn with_a_redactor_the_llm_request_holds_masks_not_secrets() {
+    let server = MockServer::start().await;
+    let anthropic: Arc<dyn Summarizer> = Arc::new(anthropic(&server).build().unwrap());
+    let openai: Arc<dyn Summarizer> = Arc::new(openai(&server).build().unwrap());
+    for (name, summarizer) in [("anthropic", anthropic), ("openai", openai)] {
+        let answer = if name == "anthropic" { anthropic_answer("## Goal\n- deploy") } else { openai_answer("## Goal") };
+        Mock::given(method("POST")).respond_with(answer.clone()).mount(&server).await;
+        let plain = bodies_sent(&server, summarizer.clone(), false).await;
+        assert_eq!(leaked(&plain).len(), 4, "{name}: without a redactor the secrets go out");
+        Mock::given(method("POST")).respond_with(answer).mount(&server).await;
+        let redacted = bodies_sent(&server, summarizer, true).await;
+        assert_eq!(leaked(&redacted), Vec::<String>::new(), "{name}: {redacted}");
+        for mask in ["aws-access-key-id", "github-token", "private-key", "secret"] {
+            assert!(redacted.contains(&format!("[REDACTED:{mask}]")), "{name}: {mask} in {redacted}");
+        }
+    }
 }

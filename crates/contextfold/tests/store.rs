@@ -348,7 +348,7 @@ fn recall_tool_definitions() {
 #[cfg(feature = "sqlite")]
 mod sqlite {
     use super::*;
-    use contextfold::store::{SqliteStore, StoreError, SCHEMA_VERSION};
+    use contextfold::store::{Hit, SqliteStore, StoreError, SCHEMA_VERSION};
     use std::path::PathBuf;
 
     const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
@@ -469,6 +469,56 @@ mod sqlite {
             .query_row("PRAGMA user_version", [], |row| row.get(0))
             .expect("version");
         assert_eq!(version, SCHEMA_VERSION);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Schema 3 indexes the session id for searches within a session: a version 2 store
+    /// gets its index rebuilt, and finds in each session what it found before.
+    #[test]
+    fn a_version_2_store_gets_its_search_index_rebuilt() {
+        let dir = temp_dir("migrate-search");
+        let path = dir.join("store.db");
+        let sessions: Vec<String> = {
+            let store = SqliteStore::open(&path).expect("open");
+            (0..3)
+                .map(|i| {
+                    let session = store.create_session(&format!("s{i}")).expect("create");
+                    let messages: Vec<Message> = (0..5)
+                        .map(|n| Message::text(Role::User, format!("session {i} message {n} mentions zanzibar {n}")))
+                        .collect();
+                    store.append_messages(&session, &messages).expect("append");
+                    session
+                })
+                .collect()
+        };
+        let searches = |store: &SqliteStore| -> Vec<Vec<Hit>> {
+            let mut all: Vec<Vec<Hit>> =
+                sessions.iter().map(|session| store.search(Some(session), "zanzibar", 10).expect("search")).collect();
+            all.push(store.search(None, "zanzibar", 20).expect("search"));
+            all
+        };
+        let before = searches(&SqliteStore::open_existing(&path).expect("open"));
+        assert!(before[..3].iter().all(|hits| hits.len() == 5), "{before:?}");
+        // Take the search table back to schema 2: the session id stored, not indexed.
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection
+            .execute_batch(
+                "CREATE VIRTUAL TABLE old USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
+                 INSERT INTO old (rowid, session, kind, key, body) SELECT rowid, session, kind, key, body FROM search;
+                 DROP TABLE search; ALTER TABLE old RENAME TO search; PRAGMA user_version = 2;",
+            )
+            .expect("downgrade");
+        drop(connection);
+        let store = SqliteStore::open_existing(&path).expect("migrated");
+        assert_eq!(searches(&store), before);
+        let schema: String = rusqlite::Connection::open(&path)
+            .expect("open")
+            .query_row("SELECT sql FROM sqlite_master WHERE name = 'search'", [], |row| row.get(0))
+            .expect("schema");
+        assert!(schema.contains("fts5(session, kind UNINDEXED"), "{schema}");
+        assert!(store.delete_session(&sessions[0]).expect("delete"));
+        assert!(store.search(Some(&sessions[0]), "zanzibar", 10).expect("search").is_empty());
+        assert_eq!(store.search(None, "zanzibar", 20).expect("search").len(), 10, "the others stay");
         std::fs::remove_dir_all(dir).ok();
     }
 

@@ -5,6 +5,7 @@ use crate::args::{CompactArgs, LlmArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
+use contextfold::core::evict::EvictConfig;
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
 use contextfold::core::summary::is_summary_message;
@@ -37,6 +38,7 @@ impl CompactArgs {
             },
             summary_tokens: self.summary_tokens,
             instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
+            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..defaults.evict.clone() },
             max_tool_output: match self.max_tool_output {
                 None => ClipLimit::Auto,
                 Some(0) => ClipLimit::Off,
@@ -154,7 +156,11 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
-    let compactor = Compactor::new(summarizer).with_counter(args.counting.tokenizer.counter());
+    let redactor = args.persist.redactor(summarizer.is_llm());
+    let mut compactor = Compactor::new(summarizer).with_counter(args.counting.tokenizer.counter());
+    if let Some(redactor) = redactor {
+        compactor = compactor.with_redactor(redactor);
+    }
     let config = args.config();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let progress = (several && std::io::stderr().is_terminal()).then(|| {

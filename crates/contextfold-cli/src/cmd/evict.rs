@@ -2,6 +2,7 @@
 
 use crate::args::EvictArgs;
 use crate::output::{self, thousands};
+use anyhow::bail;
 use contextfold::core::clip::{clip, ClipConfig, Clipped};
 use contextfold::core::evict::{evict, EvictConfig, EvictReport};
 use contextfold::core::tokens::count_conversation;
@@ -24,6 +25,7 @@ impl EvictArgs {
             exclude_tools: self.exclude_tools.clone(),
             clear_inputs_over: self.clear_inputs_over,
             keep_thinking_turns: self.keep_thinking_turns,
+            recall_tool: self.persist.recall_tool,
             ..EvictConfig::default()
         }
     }
@@ -40,6 +42,9 @@ struct Report {
 }
 
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
+    if args.persist.no_redact && args.persist.store.is_none() {
+        bail!("--no-redact concerns what --store keeps; evict sends nothing to a summarizer");
+    }
     let persist = args.persist.open(1)?;
     let mut parsed = super::load(&args.file, args.input.format)?;
     // Eviction works in place; the store keeps the history as it came in.
@@ -48,7 +53,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
     let clipped = match args.max_tool_output {
         Some(limit) => {
-            let clip_config = ClipConfig { preset: args.preset, ..ClipConfig::new(limit) };
+            let clip_config =
+                ClipConfig { preset: args.preset, recall_tool: args.persist.recall_tool, ..ClipConfig::new(limit) };
             let clipped = clip(&mut parsed.conversation, &clip_config, counter);
             if !clipped.is_empty() {
                 report.tokens_after = count_conversation(counter, &parsed.conversation);

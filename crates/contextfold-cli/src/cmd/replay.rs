@@ -5,6 +5,7 @@ use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::Compactor;
+use contextfold::redact::Redactor;
 use contextfold::replay::{relate_to_none, replay, Price, ReplayConfig, StrategyResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -52,7 +53,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     // Replay counts the same outputs many times over; remember their counts.
     let counter = args.counting.tokenizer.memoized();
-    let compactor = Compactor::new(summarizer).with_counter(counter);
+    let redact = summarizer.is_llm() && !args.no_redact;
+    let mut compactor = Compactor::new(summarizer).with_counter(counter);
+    if redact {
+        compactor = compactor.with_redactor(Redactor::default());
+    }
     let jobs: Vec<(PathBuf, u64)> =
         files.iter().flat_map(|file| args.window.iter().map(move |window| (file.clone(), *window))).collect();
     let progress = std::io::stderr().is_terminal().then(|| {

@@ -41,8 +41,16 @@ impl PersistArgs {
             bail!("--session appends one conversation to a session (got {files} input files)");
         }
         let store = SqliteStore::open(path).map_err(|err| error(path, err))?;
-        let redactor = (!self.no_redact).then(Redactor::default);
+        let redactor = self.redactor(false);
         Ok(Some(Persist { path: path.clone(), store, session: self.session.clone(), redactor }))
+    }
+}
+
+impl PersistArgs {
+    /// The redactor for what leaves the process: on unless `--no-redact`, when there is a
+    /// store or the summarizer is an LLM behind an API.
+    pub fn redactor(&self, llm: bool) -> Option<Redactor> {
+        (!self.no_redact && (self.store.is_some() || llm)).then(Redactor::default)
     }
 }
 

@@ -19,6 +19,7 @@ pub use recall_tool::{
     handle_recall, recall_tool_definition, RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS,
     RECALL_TOOL_NAME,
 };
+pub(crate) use record::redact_stored;
 pub use record::{record, Compaction, Destination, Origin};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};

@@ -149,24 +149,30 @@ fn write(
     let mut summary = summary(compaction);
     let mut report = compaction.report.clone();
     if let Some(redactor) = redactor {
-        for message in &mut messages {
-            redactor.redact_message(message);
-        }
         redactor.redact_value(&mut meta);
-        for payload in &mut payloads {
-            redactor.redact_value(&mut payload.payload);
-            if let Some(target) = &mut payload.target {
-                *target = redactor.redact_text(target).into_owned();
-            }
-        }
-        if let Some(summary) = &mut summary {
-            summary.text = redactor.redact_text(&summary.text).into_owned();
-        }
-        redactor.redact_value(&mut report);
+        redact_stored(redactor, &mut messages, &mut payloads, summary.as_mut(), &mut report);
     }
     store.set_session_meta(session, &meta)?;
     store.persist_compaction(session, &messages, &payloads, summary.as_ref(), &report)?;
     Ok(())
+}
+
+/// Masks the secrets of everything a compaction stores: its history, its payloads (and their
+/// targets, a command line may hold a token), its summary and its report; returns how many.
+pub(crate) fn redact_stored(
+    redactor: &Redactor,
+    messages: &mut [Message],
+    payloads: &mut [Payload],
+    summary: Option<&mut Summary>,
+    report: &mut Value,
+) -> usize {
+    let mut count: usize = messages.iter_mut().map(|message| redactor.redact_message(message)).sum();
+    for payload in payloads {
+        count += redactor.redact_value(&mut payload.payload);
+        count += payload.target.as_mut().map_or(0, |target| redactor.redact_string(target));
+    }
+    count += summary.map_or(0, |summary| redactor.redact_string(&mut summary.text));
+    count + redactor.redact_value(report)
 }
 
 /// The summary this compaction wrote (none when it folded nothing), keyed by the hash of

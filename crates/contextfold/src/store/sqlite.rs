@@ -1,5 +1,6 @@
 //! A session store in one SQLite file: WAL journal, a busy timeout for concurrent writers,
-//! `PRAGMA user_version` migrations, and an FTS5 index over message and payload text.
+//! `PRAGMA user_version` migrations, and an FTS5 index over message and payload text whose
+//! session column is indexed too, so a search within one session costs what its matches cost.
 //!
 //! Writers wait for each other twice over: SQLite's busy timeout, and a retry of the steps
 //! that report "busy" without waiting on it (switching to WAL while another process opens
@@ -67,6 +68,16 @@ CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UN
 "#,
     // 2: the session's metadata (a JSON object), e.g. what rebuilds its conversation.
     "ALTER TABLE sessions ADD COLUMN meta TEXT;",
+    // 3: the session id is indexed, so a search within one session is an FTS5 column filter
+    // instead of a look-up of every match's row in every session. Its weight in the rank is
+    // 0, so hits rank by their text alone, as before.
+    r#"
+CREATE VIRTUAL TABLE search_v3 USING fts5(session, kind UNINDEXED, key UNINDEXED, body);
+INSERT INTO search_v3 (rowid, session, kind, key, body) SELECT rowid, session, kind, key, body FROM search;
+INSERT INTO search_v3 (search_v3, rank) VALUES ('rank', 'bm25(0.0, 0.0, 0.0, 1.0)');
+DROP TABLE search;
+ALTER TABLE search_v3 RENAME TO search;
+"#,
 ];
 
 /// How long a writer waits for another process's write lock before giving up.
@@ -369,9 +380,24 @@ fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// `query` as an FTS5 query: each word quoted (so punctuation is not syntax), all required.
-fn fts_query(query: &str) -> String {
-    query.split_whitespace().map(|word| format!("\"{}\"", word.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
+/// `text` as an FTS5 string (a phrase): quoted, so punctuation is not syntax.
+fn fts_string(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// `query` as an FTS5 query of the body: each word quoted, all required; within `session`
+/// when given, as a column filter (the caller checks the exact id again: a phrase of
+/// several tokens could match more).
+fn fts_query(query: &str, session: Option<&str>) -> Option<String> {
+    let words: Vec<String> = query.split_whitespace().map(fts_string).collect();
+    if words.is_empty() {
+        return None;
+    }
+    let body = format!("body : ({})", words.join(" "));
+    Some(match session {
+        Some(session) => format!("session : {} AND {body}", fts_string(session)),
+        None => body,
+    })
 }
 
 fn to_usize(value: i64) -> usize {
@@ -553,7 +579,13 @@ impl SessionStore for SqliteStore {
     fn delete_session(&self, session: &str) -> Result<bool, StoreError> {
         self.write(|transaction| {
             let sql = |err| self.sql(err);
-            transaction.execute("DELETE FROM search WHERE session = ?1", [session]).map_err(sql)?;
+            // The column filter finds the rows without reading every row.
+            transaction
+                .execute(
+                    "DELETE FROM search WHERE search MATCH ?1 AND session = ?2",
+                    params![format!("session : {}", fts_string(session)), session],
+                )
+                .map_err(sql)?;
             // The other tables follow by ON DELETE CASCADE.
             let deleted = transaction.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(sql)?;
             Ok(deleted > 0)
@@ -561,10 +593,9 @@ impl SessionStore for SqliteStore {
     }
 
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
-        let query = fts_query(query);
-        if query.is_empty() || limit == 0 {
+        let Some(query) = fts_query(query, session).filter(|_| limit > 0) else {
             return Ok(Vec::new());
-        }
+        };
         let connection = self.lock();
         let sql = |err| self.sql(err);
         let mut statement = connection
