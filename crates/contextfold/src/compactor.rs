@@ -24,7 +24,7 @@ use contextfold_core::extract::extract;
 use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
-use contextfold_core::summary::{assemble, split_summary, with_recall_note};
+use contextfold_core::summary::{assemble, split_summary, summary_block, with_recall_note};
 use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
 use serde::Serialize;
@@ -135,6 +135,10 @@ pub struct CompactConfig {
     pub max_chunks: usize,
     /// When to clip a single tool output.
     pub max_tool_output: ClipLimit,
+    /// A hard cap on the result (the usable window), unlike the target, which is an aim: when
+    /// the tail that cannot be cut leaves less room than the summary's budget, the summary
+    /// shrinks so the result stays under this cap.
+    pub limit: Option<u64>,
 }
 
 impl Default for CompactConfig {
@@ -148,6 +152,7 @@ impl Default for CompactConfig {
             instructions: Instructions::default(),
             max_chunks: 8,
             max_tool_output: ClipLimit::Auto,
+            limit: None,
         }
     }
 }
@@ -225,6 +230,10 @@ pub struct Compacted {
     pub report: CompactionReport,
     /// The summary written for the head (without the recall note), when one was.
     pub summary: Option<Summary>,
+    /// When the summary at the start of the result was shortened to fit the limit: its full
+    /// text, for a caller to put back before the next compaction so that no fact is lost
+    /// for good (see [`restore_summary`]).
+    pub full_summary: Option<String>,
 }
 
 /// A compaction that could not produce a valid conversation.
@@ -414,6 +423,7 @@ impl Compactor {
         report.target_tokens = target;
         let mut steps: Vec<&str> = Vec::new();
         let mut stored_summary = None;
+        let mut full_summary = None;
 
         if report.tokens_before > target {
             // The head is summarized from the messages as they were, not from pointers.
@@ -441,8 +451,9 @@ impl Compactor {
                                 head.iter_mut().map(|m| redactor.redact_message(m)).sum::<usize>()
                                     + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
                         }
+                        let budget = self.summary_room(&work, &plan, config, target);
                         let (head_hash, mut text) =
-                            self.summarize(&head, previous.as_deref(), &plan, config, &mut report).await;
+                            self.summarize(&head, previous.as_deref(), &plan, config, budget, &mut report).await;
                         self.check_summary(&mut text, &mut report);
                         let summary = if config.evict.recall_tool { with_recall_note(&text) } else { text.clone() };
                         report.summary_tokens = counter.count_text(&summary);
@@ -474,6 +485,15 @@ impl Compactor {
             if ledger.resync_conversation(&work) > target {
                 self.clip_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
             }
+            if let Some(limit) = config.limit {
+                let tokens = ledger.resync_conversation(&work);
+                if tokens > limit {
+                    full_summary = self.shrink_summary(&mut work, tokens - limit, config);
+                    if full_summary.is_some() {
+                        steps.push("shrink-summary");
+                    }
+                }
+            }
         }
         report.strategy_used = if steps.is_empty() { "none".into() } else { steps.join("+") };
         report.tokens_after = ledger.resync_conversation(&work);
@@ -489,7 +509,7 @@ impl Compactor {
         }
         report.valid = true;
         report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(Compacted { conversation: work, report, summary: stored_summary })
+        Ok(Compacted { conversation: work, report, summary: stored_summary, full_summary })
     }
 
     fn evict_to(
@@ -546,6 +566,45 @@ impl Compactor {
         plan_with_counts(work, &plan_config, self.counter, &counts)
     }
 
+    /// The summary's budget: [`summary_budget`], shrunk to what `plan` leaves under the
+    /// configured limit when the tail it could not cut is bigger than planned (a long loop led
+    /// by signed thinking), so that the summary does not push the request over the window.
+    fn summary_room(&self, work: &Conversation, plan: &Plan, config: &CompactConfig, target: u64) -> u64 {
+        let budget = summary_budget(config, target);
+        let Some(limit) = config.limit else { return budget };
+        let preamble = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
+            + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools));
+        let left = limit.saturating_sub(preamble + plan.pinned_tokens + plan.tail_tokens);
+        // The summary message's framing, and the summarizer counting with its own counter.
+        let margin = SUMMARY_FRAMING + left / 32;
+        budget.min(left.saturating_sub(margin).max(MIN_SUMMARY_TOKENS))
+    }
+
+    /// Shortens the summary at the start of `work` by about `over` tokens, for when nothing
+    /// can be cut and the request would not fit otherwise; not when even a minimal summary
+    /// would leave it too big. The full summary, when it was shortened.
+    fn shrink_summary(&self, work: &mut Conversation, over: u64, config: &CompactConfig) -> Option<String> {
+        let first = work.messages.first_mut()?;
+        let split = split_summary(first)?;
+        let tokens = self.counter.count_text(&split.summary);
+        let budget = tokens.saturating_sub(over + SUMMARY_FRAMING + tokens / 32);
+        // When even the smallest summary would not fit, shrinking loses facts for nothing.
+        if budget < MIN_SUMMARY_TOKENS {
+            return None;
+        }
+        // A handoff is trimmed section by section; other text is cut.
+        let request = SummaryRequest {
+            previous: Some(split.summary.clone()),
+            max_summary_tokens: budget,
+            first_request_pinned: !split.pinned.is_empty(),
+            ..SummaryRequest::default()
+        };
+        let text = self.fallback.summarize_now(&request).text;
+        let text = if config.evict.recall_tool { with_recall_note(&text) } else { text };
+        first.content[split.pinned.len()] = summary_block(&text);
+        Some(split.summary)
+    }
+
     /// The summary of `head`, from the cache, the summarizer, or the extractive fallback, with
     /// the cache key it is kept under.
     async fn summarize(
@@ -554,10 +613,10 @@ impl Compactor {
         previous: Option<&str>,
         plan: &Plan,
         config: &CompactConfig,
+        budget: u64,
         report: &mut CompactionReport,
     ) -> (String, String) {
         let id = self.summarizer.id();
-        let budget = summary_budget(config, report.target_tokens);
         let key = cache_key(head, previous, &config.instructions, budget, &id);
         if let Some(text) = self.cache.get(&key) {
             report.cache_hit = true;
@@ -569,7 +628,7 @@ impl Compactor {
             transcript: String::new(),
             previous: previous.map(str::to_string),
             instructions: config.instructions.clone(),
-            max_summary_tokens: summary_budget(config, report.target_tokens),
+            max_summary_tokens: budget,
             first_request_pinned: !plan.pinned.is_empty(),
         };
         let text = if self.summarizer.is_llm() {
@@ -696,6 +755,22 @@ impl Compactor {
         }
     }
 }
+
+/// Puts `full` back as the summary of `messages`' first message (see
+/// [`Compacted::full_summary`]). Whether there was a summary to replace.
+pub fn restore_summary(messages: &mut [Message], full: &str) -> bool {
+    let Some(first) = messages.first_mut() else { return false };
+    let Some(split) = split_summary(first) else { return false };
+    first.content[split.pinned.len()] = summary_block(full);
+    true
+}
+
+/// The smallest summary written when the tail leaves no room under the limit: a request
+/// over the window fails outright, so the summary gives way almost entirely.
+const MIN_SUMMARY_TOKENS: u64 = 64;
+
+/// Tokens of the summary message beyond the summary itself (marker, headings, overhead).
+const SUMMARY_FRAMING: u64 = 48;
 
 /// The most tokens the summary may take: the configured size, but no more than half the
 /// target, so a small target still leaves room for the verbatim tail. (Replay on the corpus

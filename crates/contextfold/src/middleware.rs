@@ -11,7 +11,7 @@
 //! the caller's history (not the working copy), and outputs clipped on ingest are stored as
 //! they are clipped, so every ref the model is shown can be recalled.
 
-use crate::compactor::{CompactConfig, CompactError, Compactor, Target};
+use crate::compactor::{restore_summary, CompactConfig, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Trigger};
 use crate::policy::{default_policy, Decision, Policy, PolicyInput};
 use crate::store::Payload;
@@ -119,6 +119,8 @@ struct State {
     calls: usize,
     /// Provider-reported input tokens over our estimate, smoothed.
     calibration: f64,
+    /// The full text of the summary the working copy holds shortened, to fold from next time.
+    full_summary: Option<String>,
     last_estimate: u64,
 }
 
@@ -164,6 +166,7 @@ impl CompactionMiddleware {
                 consecutive: 0,
                 calls: 0,
                 calibration: 1.0,
+                full_summary: None,
                 last_estimate: 0,
             }),
         }
@@ -204,6 +207,7 @@ impl CompactionMiddleware {
             &history[state.source_len..]
         } else {
             state.working = Arc::new(Vec::new());
+            state.full_summary = None;
             state.turns_since = 0;
             history
         };
@@ -316,17 +320,23 @@ impl CompactionMiddleware {
         pending_tokens: u64,
         history: &[Message],
     ) -> (Arc<Vec<Message>>, Option<CompactionEvent>) {
-        let conversation = Conversation {
+        let mut conversation = Conversation {
             system: self.config.system.clone(),
             messages: working.as_ref().clone(),
             tools: self.config.tools.clone(),
             extra: Default::default(),
         };
+        // A summary shortened to fit last time is folded from its full text.
+        if let Some(full) = self.lock().full_summary.take() {
+            restore_summary(&mut conversation.messages, &full);
+        }
         let mut config = self.config.compact.clone();
+        // The request must fit with the pending input, whatever the target.
+        let usable = self.config.window.saturating_sub(self.config.output_reserve);
+        let cap = usable.saturating_sub(pending_tokens);
+        config.limit = Some(config.limit.map_or(cap, |limit| limit.min(cap)));
         if trigger == Trigger::Overflow {
-            // The request must fit with the pending input: aim below the usable window.
-            let usable = self.config.window.saturating_sub(self.config.output_reserve);
-            let cap = usable.saturating_sub(pending_tokens);
+            // Aim below the usable window.
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
         let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
@@ -350,6 +360,7 @@ impl CompactionMiddleware {
                 let mut guard = self.lock();
                 let state = &mut *guard;
                 state.working = Arc::new(compacted.conversation.messages);
+                state.full_summary = compacted.full_summary;
                 state.ledger.resync(&state.working);
                 state.tokens_at_compaction = state.ledger.total();
                 state.turns_since = 0;

@@ -406,3 +406,89 @@ fn with_a_redactor_and_a_store_nothing_stored_holds_a_secret() {
     assert_eq!(leaked(&stored), Vec::<String>::new(), "{stored}");
     assert!(stored.contains("DB_PASSWORD=[REDACTED:secret]"));
 }
+
+/// A summary at the start, then one tool loop led by signed thinking that cannot be cut: the
+/// only room left for the summary is what the loop leaves under the limit.
+fn summary_then_signed_loop() -> Conversation {
+    use contextfold::core::extract::{Ask, Facts};
+    use contextfold::core::handoff::{handoff, FirstRequest};
+    use contextfold::core::summary::summary_block;
+    let asks = (0..80).map(|i| Ask { message: i, text: format!("Request {i}: update module_{i} and its tests") });
+    let facts = Facts { user_asks: asks.collect(), ..Facts::default() };
+    let summary = handoff(&facts, None, FirstRequest::InFacts, 100_000, Tokenizer::Estimate.counter());
+    let mut messages = vec![json!({"role": "user", "content": [
+        summary_block(&summary).to_value(),
+        {"type": "text", "text": "Keep going."}
+    ]})];
+    for step in 0..12 {
+        let mut content = vec![
+            json!({"type": "tool_use", "id": format!("t{step}"), "name": "Bash", "input": {"command": format!("make step{step}")}}),
+        ];
+        if step == 0 {
+            content.insert(0, json!({"type": "thinking", "thinking": "Plan the steps.", "signature": "c2lnbmVk"}));
+        }
+        messages.push(json!({"role": "assistant", "content": content}));
+        let output = format!("step {step} output line\n").repeat(40);
+        messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{step}"), "content": output}]}));
+    }
+    Conversation::from_value(json!({"messages": messages})).expect("valid")
+}
+
+#[test]
+fn a_limit_shrinks_the_summary_so_the_request_fits() {
+    let conversation = summary_then_signed_loop();
+    let counter = Tokenizer::Estimate.counter();
+    let loop_tokens = count_conversation(
+        counter,
+        &Conversation { messages: conversation.messages[1..].to_vec(), ..conversation.clone() },
+    );
+    let limit = loop_tokens + 500;
+    let compactor = Compactor::default();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let config = CompactConfig {
+        target: Target::Budget(limit),
+        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
+        max_tool_output: ClipLimit::Off,
+        ..CompactConfig::default()
+    };
+    // Without a limit the summary keeps its usual budget and the result is over.
+    let free = runtime.block_on(compactor.compact(&conversation, &config)).expect("compacts");
+    assert!(free.report.tokens_after > limit, "{} <= {limit}", free.report.tokens_after);
+    let capped = CompactConfig { limit: Some(limit), ..config };
+    let out = runtime.block_on(compactor.compact(&conversation, &capped)).expect("compacts");
+    assert!(out.report.tokens_after <= limit, "{} > {limit}", out.report.tokens_after);
+    assert!(validate(&out.conversation).is_empty());
+    assert!(is_summary_message(&out.conversation.messages[0]));
+}
+
+#[test]
+fn a_summary_shortened_to_fit_is_restored_whole() {
+    use contextfold::compactor::restore_summary;
+    let mut conversation = summary_then_signed_loop();
+    // The summary alone leads: there is nothing new to fold, only the summary to shorten.
+    conversation.messages[0].content.truncate(1);
+    let original = split_summary(&conversation.messages[0]).expect("a summary").summary;
+    let counter = Tokenizer::Estimate.counter();
+    let loop_tokens = count_conversation(
+        counter,
+        &Conversation { messages: conversation.messages[1..].to_vec(), ..conversation.clone() },
+    );
+    let limit = loop_tokens + 500;
+    let config = CompactConfig {
+        target: Target::Budget(limit),
+        limit: Some(limit),
+        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
+        max_tool_output: ClipLimit::Off,
+        ..CompactConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let out = runtime.block_on(Compactor::default().compact(&conversation, &config)).expect("compacts");
+    assert!(out.report.tokens_after <= limit, "{} > {limit}", out.report.tokens_after);
+    let shortened = split_summary(&out.conversation.messages[0]).expect("a summary").summary;
+    assert!(shortened.len() < original.len());
+    let full = out.full_summary.expect("the full summary is handed back");
+    assert_eq!(full, original);
+    let mut messages = out.conversation.messages.clone();
+    assert!(restore_summary(&mut messages, &full));
+    assert_eq!(split_summary(&messages[0]).expect("a summary").summary, original);
+}
