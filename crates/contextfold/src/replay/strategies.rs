@@ -5,7 +5,7 @@
 //! summarized stays so until it acts again. The emulations follow the documented behaviour
 //! of each tool, scaled to the window under test; they are emulations, not the tools.
 
-use crate::compactor::{Compactor, Strategy as CompactStrategy, Target};
+use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy, Target};
 use crate::middleware::{CompactionMiddleware, MiddlewareConfig};
 use crate::policy::{All, RateLimit, Threshold};
 use crate::summarize::{BoxFuture, Extractive, SummaryRequest, Usage};
@@ -186,6 +186,8 @@ struct Emulation {
     ledger: TokenLedger<'static>,
     summary: Option<String>,
     summarizer: Extractive,
+    /// Summaries written since the last step.
+    summaries: usize,
 }
 
 impl Emulation {
@@ -199,6 +201,7 @@ impl Emulation {
             ledger: TokenLedger::new(setting.counter),
             summary: None,
             summarizer: Extractive::default().counter(setting.counter),
+            summaries: 0,
         }
     }
 
@@ -206,10 +209,13 @@ impl Emulation {
         let request = SummaryRequest {
             head: folded.to_vec(),
             previous: self.summary.clone(),
-            max_summary_tokens: 2_000,
+            // The same budget as contextfold's own summaries: the comparison is of strategies,
+            // not of summary sizes.
+            max_summary_tokens: CompactConfig::default().summary_tokens,
             ..SummaryRequest::default()
         };
         let text = self.summarizer.summarize_now(&request).text;
+        self.summaries += 1;
         self.summary = Some(text.clone());
         text
     }
@@ -323,7 +329,8 @@ impl ReplayStrategy for Emulation {
             if compacted {
                 self.ledger.resync(&self.working);
             }
-            Step { messages: self.working.clone(), compacted, ..Step::default() }
+            let summarizer_calls = std::mem::take(&mut self.summaries);
+            Step { messages: self.working.clone(), compacted, summarizer_calls, ..Step::default() }
         })
     }
 }
