@@ -773,11 +773,14 @@ const MIN_SUMMARY_TOKENS: u64 = 64;
 const SUMMARY_FRAMING: u64 = 48;
 
 /// The most tokens the summary may take: the configured size, but no more than half the
-/// target, so a small target still leaves room for the verbatim tail. (Replay on the corpus
-/// chose these: a quarter of the target, or 2,000 tokens, lost a quarter of the probes at a
-/// 16k window and cost more, because a summary too small to hold the facts is redone sooner.)
+/// target so that the verbatim tail keeps room, except that under a hard limit it may always
+/// take a quarter of the limit: in a small window, facts are worth more than a longer tail.
+/// (Replay over the corpus chose these: summaries of a quarter of the target, or of 2,000
+/// tokens, lost a quarter of the probes at a 16k window and cost more, because a summary too
+/// small to hold the facts is redone sooner.)
 fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
-    config.summary_tokens.min(target / 2).max(1)
+    let floor = config.limit.map_or(0, |limit| limit / 4);
+    config.summary_tokens.min((target / 2).max(floor)).max(1)
 }
 
 /// Puts back, from `originals`, the payloads of tool results that an earlier pass replaced
