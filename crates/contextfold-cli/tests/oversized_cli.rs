@@ -7,25 +7,10 @@ use contextfold::core::tokens::{count_block, Tokenizer, BLOCK_OVERHEAD};
 use contextfold::core::Block;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::Command;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+mod common;
 
-/// Runs `contextfold args…` and checks it never panicked.
-fn contextfold(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_contextfold")).args(args).output().expect("the binary runs");
-    let run = Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "panic running {args:?}: {}", run.stderr);
-    run
-}
+use common::contextfold;
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("contextfold-oversized-cli-{}", std::process::id()));
