@@ -82,4 +82,16 @@ mod tests {
         assert_eq!(memo.count_text("short"), Chars4.count_text("short"));
         assert_eq!(memo.name(), "chars4");
     }
+
+    #[test]
+    fn program_wide_caches_count_like_their_tokenizer() {
+        use crate::tokens::Tokenizer;
+        let text = "fn main() { println!(\"hello\"); }\n".repeat(20);
+        for tokenizer in Tokenizer::ALL {
+            let counter = tokenizer.memoized();
+            assert_eq!(counter.name(), tokenizer.name());
+            assert_eq!(counter.count_text(&text), tokenizer.counter().count_text(&text));
+            assert_eq!(counter.count_text(&text), tokenizer.counter().count_text(&text), "a cached count");
+        }
+    }
 }
