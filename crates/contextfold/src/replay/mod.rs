@@ -91,9 +91,9 @@ pub struct StrategyResult {
     pub steps: usize,
     /// Calls whose request did not fit the window less the reserve.
     pub overflow_steps: usize,
-    /// Of those, calls where even the newest turn alone (system prompt, tools and the
-    /// messages after the last safe cut) does not fit: no strategy that keeps pairs, batches
-    /// and signed thinking loops whole could have avoided them.
+    /// Of those, calls where even the newest turn alone, as recorded (system prompt, tools
+    /// and the messages after the last safe cut), does not fit: no cut could have avoided
+    /// them, only clearing or clipping output inside that turn.
     pub unavoidable_overflow_steps: usize,
     /// The largest request.
     pub peak_request_tokens: u64,
