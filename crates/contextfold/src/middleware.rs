@@ -327,8 +327,9 @@ impl CompactionMiddleware {
             extra: Default::default(),
         };
         // A summary shortened to fit last time is folded from its full text.
-        if let Some(full) = self.lock().full_summary.take() {
-            restore_summary(&mut conversation.messages, &full);
+        let full_summary = self.lock().full_summary.take();
+        if let Some(full) = &full_summary {
+            restore_summary(&mut conversation.messages, full);
         }
         let mut config = self.config.compact.clone();
         // The request must fit with the pending input, whatever the target.
@@ -369,6 +370,8 @@ impl CompactionMiddleware {
             }
             Err(err) => {
                 tracing::warn!(error = %err, "contextfold compaction failed; sending the history as it is");
+                // The working copy still holds the shortened summary: keep its full text.
+                self.lock().full_summary = full_summary;
                 (working.clone(), None)
             }
         }
