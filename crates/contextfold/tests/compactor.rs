@@ -492,3 +492,36 @@ fn a_summary_shortened_to_fit_is_restored_whole() {
     assert!(restore_summary(&mut messages, &full));
     assert_eq!(split_summary(&messages[0]).expect("a summary").summary, original);
 }
+
+#[test]
+fn the_middleware_folds_a_shortened_summary_from_its_full_text() {
+    let mut history = summary_then_signed_loop().messages;
+    history[0].content.truncate(1);
+    let full = split_summary(&history[0]).expect("a summary").summary;
+    let counter = Tokenizer::Estimate.counter();
+    let loop_tokens =
+        count_conversation(counter, &Conversation { messages: history[1..].to_vec(), ..Default::default() });
+    let scripted = Scripted::new(vec![Ok("## Objective and user requests\n- \"Wrap up.\"")]);
+    let compactor = Compactor::new(scripted.clone()).with_counter(counter);
+    let mut config = MiddlewareConfig::new(loop_tokens + 600, 0);
+    config.compact.evict.keep_recent = Some(100);
+    config.compact.max_tool_output = ClipLimit::Off;
+    let middleware = CompactionMiddleware::new(compactor, config).with_policy(Arc::new(Threshold::Off));
+
+    // Nothing can be cut: the summary is shortened so the request fits.
+    let first = runtime().block_on(middleware.prepare(&history, &[]));
+    let event = first.event.as_ref().expect("an overflow compaction");
+    assert!(event.strategy.contains("shrink-summary"), "{event:?}");
+    let sent = split_summary(&first.messages()[0]).expect("a summary").summary;
+    assert!(sent.len() < full.len());
+    assert_eq!(scripted.calls(), 0, "shortening needs no summarizer");
+
+    // A new turn makes the loop foldable: the summarizer is given the full summary back.
+    history.push(Message::text(Role::Assistant, "All twelve steps ran."));
+    history.push(Message::text(Role::User, "Now wrap up. ".repeat(60)));
+    let second = runtime().block_on(middleware.prepare(&history, &[]));
+    assert!(second.event.is_some());
+    let requests = scripted.requests.lock().unwrap();
+    let previous = requests.last().and_then(|request| request.previous.clone()).expect("a previous summary");
+    assert_eq!(previous, full, "the summary folded is the full one, not the one sent");
+}
