@@ -25,7 +25,7 @@ use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{assemble, split_summary, summary_block, with_recall_note};
-use contextfold_core::tokens::{count_system, count_tools, TokenCounter, TokenLedger, Tokenizer};
+use contextfold_core::tokens::{TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -451,7 +451,7 @@ impl Compactor {
                                 head.iter_mut().map(|m| redactor.redact_message(m)).sum::<usize>()
                                     + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
                         }
-                        let budget = self.summary_room(&work, &plan, config, target);
+                        let budget = self.summary_room(&ledger, &plan, config, target);
                         let (head_hash, mut text) =
                             self.summarize(&head, previous.as_deref(), &plan, config, budget, &mut report).await;
                         self.check_summary(&mut text, &mut report);
@@ -482,21 +482,22 @@ impl Compactor {
                     }
                 }
             }
-            if ledger.resync_conversation(&work) > target {
-                self.clip_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
+            let mut tokens = ledger.resync_conversation(&work);
+            if tokens > target {
+                tokens = self.clip_to(&mut work, config, target, &mut ledger, &mut report, &mut steps);
             }
-            if let Some(limit) = config.limit {
-                let tokens = ledger.resync_conversation(&work);
-                if tokens > limit {
-                    full_summary = self.shrink_summary(&mut work, tokens - limit, config);
-                    if full_summary.is_some() {
-                        steps.push("shrink-summary");
-                    }
+            if let Some(limit) = config.limit.filter(|&limit| tokens > limit) {
+                full_summary = self.shrink_summary(&mut work, tokens - limit, config);
+                if full_summary.is_some() {
+                    steps.push("shrink-summary");
+                    tokens = ledger.resync_conversation(&work);
                 }
             }
+            report.tokens_after = tokens;
+        } else {
+            report.tokens_after = report.tokens_before;
         }
         report.strategy_used = if steps.is_empty() { "none".into() } else { steps.join("+") };
-        report.tokens_after = ledger.resync_conversation(&work);
         if report.tokens_after > target && report.tokens_before > target {
             report.notes.push(format!(
                 "the result holds {} tokens, over the target of {target}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
@@ -521,8 +522,8 @@ impl Compactor {
         report: &mut CompactionReport,
         steps: &mut Vec<&str>,
     ) {
+        // The ledger was synced to `work` by the caller.
         let evict_config = EvictConfig { target_tokens: Some(target), ..config.evict.clone() };
-        ledger.resync_conversation(work);
         let evicted = evict_with_ledger(work, &evict_config, ledger);
         if let Some(skipped) = evicted.skipped {
             report.notes.push(format!("no eviction: {skipped}"));
@@ -545,9 +546,7 @@ impl Compactor {
         // The ledger was synced to `work` by the caller.
         let counts: Vec<u64> =
             (0..work.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect();
-        let fixed = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
-            + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools))
-            + summary_budget(config, target);
+        let fixed = ledger.preamble_tokens() + summary_budget(config, target);
         let room = target.saturating_sub(fixed);
         let pinned = match (config.plan.pin_first, work.messages.first()) {
             (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => counts[0],
@@ -569,12 +568,10 @@ impl Compactor {
     /// The summary's budget: [`summary_budget`], shrunk to what `plan` leaves under the
     /// configured limit when the tail it could not cut is bigger than planned (a long loop led
     /// by signed thinking), so that the summary does not push the request over the window.
-    fn summary_room(&self, work: &Conversation, plan: &Plan, config: &CompactConfig, target: u64) -> u64 {
+    fn summary_room(&self, ledger: &TokenLedger, plan: &Plan, config: &CompactConfig, target: u64) -> u64 {
         let budget = summary_budget(config, target);
         let Some(limit) = config.limit else { return budget };
-        let preamble = work.system.as_ref().map_or(0, |system| count_system(self.counter, system))
-            + work.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools));
-        let left = limit.saturating_sub(preamble + plan.pinned_tokens + plan.tail_tokens);
+        let left = limit.saturating_sub(ledger.preamble_tokens() + plan.pinned_tokens + plan.tail_tokens);
         // The summary message's framing, and the summarizer counting with its own counter.
         let margin = SUMMARY_FRAMING + left / 32;
         budget.min(left.saturating_sub(margin).max(MIN_SUMMARY_TOKENS))
@@ -711,7 +708,8 @@ impl Compactor {
     }
 
     /// Clips tool outputs, harder each round, until the conversation fits or clipping can do
-    /// no more; a bounded number of rounds.
+    /// no more; a bounded number of rounds. Returns the conversation's tokens; the ledger
+    /// must be synced to `work`.
     fn clip_to(
         &self,
         work: &mut Conversation,
@@ -720,9 +718,10 @@ impl Compactor {
         ledger: &mut TokenLedger,
         report: &mut CompactionReport,
         steps: &mut Vec<&str>,
-    ) {
+    ) -> u64 {
+        let mut tokens = ledger.preamble_tokens() + ledger.total();
         let Some(mut limit) = config.max_tool_output.tokens(target) else {
-            return;
+            return tokens;
         };
         let mut clipped_any = false;
         loop {
@@ -740,7 +739,8 @@ impl Compactor {
                     None => report.clipped.push(item),
                 }
             }
-            if ledger.resync_conversation(work) <= target || limit <= MIN_CLIP_TOKENS {
+            tokens = ledger.resync_conversation(work);
+            if tokens <= target || limit <= MIN_CLIP_TOKENS {
                 break;
             }
             limit = (limit / 2).max(MIN_CLIP_TOKENS);
@@ -753,6 +753,7 @@ impl Compactor {
             });
             steps.push("clip");
         }
+        tokens
     }
 }
 

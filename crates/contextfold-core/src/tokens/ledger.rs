@@ -75,6 +75,13 @@ impl<'a> TokenLedger<'a> {
         self.total
     }
 
+    /// The system prompt and tool definitions as of the last
+    /// [`sync_conversation`](TokenLedger::sync_conversation) or
+    /// [`resync_conversation`](TokenLedger::resync_conversation) (zero before either).
+    pub fn preamble_tokens(&self) -> u64 {
+        self.preamble.as_ref().map_or(0, |entry| entry.tokens)
+    }
+
     /// The count of message `index` as of the last sync.
     pub fn message_tokens(&self, index: usize) -> Option<u64> {
         self.entries.get(index).map(|entry| entry.tokens)
@@ -309,6 +316,11 @@ mod tests {
         assert_eq!(ledger.sync_conversation(&conversation), count_conversation(counter, &conversation));
         conversation.system = Some(crate::conversation::System::Text("You are verbose.".into()));
         conversation.messages.push(Message::text(Role::Assistant, "ok"));
-        assert_eq!(ledger.sync_conversation(&conversation), count_conversation(counter, &conversation));
+        let total = ledger.sync_conversation(&conversation);
+        assert_eq!(total, count_conversation(counter, &conversation));
+        assert_eq!(ledger.preamble_tokens() + ledger.total(), total, "the preamble and the messages add up");
+        let bare = Conversation { messages: conversation.messages.clone(), ..Conversation::default() };
+        assert_eq!(ledger.resync_conversation(&bare), ledger.total());
+        assert_eq!(ledger.preamble_tokens(), 0);
     }
 }
