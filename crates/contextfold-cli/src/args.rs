@@ -94,7 +94,8 @@ writes the rest. Billed input = cache reads x 0.1 + cache writes x 1.25 of the i
 billed too, their input uncached. Prices (dollars per million input/output tokens):
 sonnet 3/15, haiku 1/5, opus 5/25, or --price IN,OUT.
 
-Strategies: none; contextfold (auto), contextfold-evict, contextfold-summarize; and
+Strategies: none; contextfold (the default cost-aware policy), contextfold-threshold,
+contextfold-evict, contextfold-summarize (the threshold policy at --trigger); and
 emulations of others' documented behaviour: anthropic-clear (over 80% of the usable window,
 clear all but the 3 newest tool results), mask-10 (outputs older than the last 10 assistant
 steps become a placeholder), codex (at 90%: the user's own messages up to 20k tokens plus
@@ -104,6 +105,10 @@ keep tool pairs), truncate (on overflow, drop the oldest turns down to half the 
 Probes: at each compaction, facts of the messages the request no longer carries unchanged
 (first request, later asks, files changed, unresolved errors, last next step; each
 normalized and cut to 120 characters) must occur in the normalized text of the request.
+
+Overflow steps are requests over the window less --reserve; the unavoidable ones are those
+where the newest turn alone (system prompt, tools and the messages after the last safe cut,
+as recorded) is over it (JSON: unavoidable_overflow_steps). Windows take 16000, 16k or 1m.
 
 Exit codes:
   0  success
