@@ -8,9 +8,7 @@ use contextfold::core::Block;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-mod common;
-
-use common::contextfold;
+use crate::common::contextfold;
 
 fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("contextfold-oversized-cli-{}", std::process::id()));

@@ -5,9 +5,7 @@
 //! Most runs use `--tokenizer estimate`: the exact BPE is slow to start in a debug build, and
 //! the numbers checked here only need to agree with `count --tokenizer estimate`.
 
-mod common;
-
-use common::{contextfold, fixture, root, Run};
+use crate::common::{contextfold, fixture, root, Run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -2,9 +2,7 @@
 //! fixtures: the documented `--json` fields, the consistency of their numbers, and the exit
 //! codes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

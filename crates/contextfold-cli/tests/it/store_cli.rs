@@ -3,9 +3,9 @@
 //! `--no-redact`; every bad input is a one-line error naming the file, with exit 2, and
 //! leaves files as they were. The corpus round trip checks every payload and every history.
 
-mod common;
+use crate::common;
 
-use common::{arg, contextfold, contextfold_in, fixture, json, json_lines, scratch, Run};
+use crate::common::{arg, contextfold, contextfold_in, fixture, json, json_lines, scratch, Run};
 use contextfold::core::hash::payload_ref;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -520,11 +520,7 @@ fn a_store_locked_past_the_timeout_fails_cleanly() {
 /// exactly, every history exported as the CLI writes the input.
 #[test]
 fn corpus_round_trip() {
-    let corpus = common::root().join("../shared/corpus");
-    if !corpus.is_dir() {
-        println!("skipped: no corpus at {} (the shared directory is absent)", corpus.display());
-        return;
-    }
+    let Some(corpus) = common::corpus_dir() else { return };
     let dir = dir("corpus");
     let store = dir.join("s.db");
     let started = std::time::Instant::now();

@@ -2,12 +2,10 @@
 //! they send, the answers they read, when they retry, and that the key never shows.
 #![cfg(feature = "http")]
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{leaked, secret_session};
+use crate::common::{leaked, secret_session};
 use contextfold::compactor::{CompactConfig, Compactor, Strategy, Target};
 use contextfold::core::prompt::{summary_prompt, Instructions, PROMPT_VERSION};
 use contextfold::redact::Redactor;

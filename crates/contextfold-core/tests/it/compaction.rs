@@ -24,7 +24,6 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
-use std::path::Path;
 
 // ---------------------------------------------------------------------------------------
 // A generator of valid conversations.
@@ -985,15 +984,9 @@ fn the_current_loops_thinking_survives_a_tight_budget() {
 // The shared corpus.
 // ---------------------------------------------------------------------------------------
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-
 /// Every corpus session as (file name, conversation), or `None` with a notice.
 fn corpus() -> Option<Vec<(String, Conversation)>> {
-    let dir = Path::new(CORPUS);
-    if !dir.is_dir() {
-        println!("skipped: compaction corpus tests, corpus not found at {CORPUS}");
-        return None;
-    }
+    let dir = crate::common::corpus_dir()?;
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .expect("the corpus directory is readable")
         .map(|entry| entry.expect("a readable directory entry").path())

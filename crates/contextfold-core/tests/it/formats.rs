@@ -25,11 +25,7 @@ const GENERAL_CONVERTED: &str = "claudecode-sessionshare__general-tool-calls.jso
 /// Every corpus session as (file name, JSON text), or `None` (with a notice) when the corpus
 /// is absent.
 fn corpus() -> Option<Vec<(String, String)>> {
-    let dir = Path::new(CORPUS);
-    if !dir.is_dir() {
-        println!("skipped: no corpus at {CORPUS}");
-        return None;
-    }
+    let dir = crate::common::corpus_dir()?;
     let mut paths: Vec<_> = std::fs::read_dir(dir)
         .expect("the corpus directory is readable")
         .map(|entry| entry.expect("a readable directory entry").path())
@@ -59,11 +55,8 @@ fn corpus() -> Option<Vec<(String, String)>> {
 }
 
 fn corpus_session(name: &str) -> Option<Value> {
-    let path = Path::new(CORPUS).join(name);
-    if !path.is_file() {
-        println!("skipped: no corpus session {}", path.display());
-        return None;
-    }
+    let path = crate::common::corpus_dir()?.join(name);
+    assert!(path.is_file(), "the corpus has no session {}", path.display());
     let text = std::fs::read_to_string(path).expect("a readable session");
     Some(serde_json::from_str(&text).expect("a JSON session"))
 }
@@ -71,7 +64,12 @@ fn corpus_session(name: &str) -> Option<Value> {
 fn claude_code_log(name: &str) -> Option<String> {
     let path = Path::new(CLAUDE_CODE).join(name);
     if !path.is_file() {
-        println!("skipped: no Claude Code fixture {}", path.display());
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but the Claude Code fixture {} is missing",
+            path.display()
+        );
+        crate::common::notice(&format!("skipped: no Claude Code fixture {}", path.display()));
         return None;
     }
     Some(std::fs::read_to_string(path).expect("a readable UTF-8 log"))

@@ -351,8 +351,6 @@ mod sqlite {
     use contextfold::store::{Hit, SqliteStore, StoreError, SCHEMA_VERSION};
     use std::path::PathBuf;
 
-    const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-
     /// A fresh directory under the system temp dir.
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
@@ -591,11 +589,7 @@ mod sqlite {
 
     #[test]
     fn corpus() {
-        let dir = Path::new(CORPUS);
-        if !dir.is_dir() {
-            println!("skipped: corpus not found at {}", dir.display());
-            return;
-        }
+        let Some(dir) = crate::common::corpus_dir() else { return };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .expect("the corpus directory is readable")
             .map(|entry| entry.expect("an entry").path())

@@ -1,8 +1,6 @@
 //! End-to-end tests of the `contextfold` binary over the repository's own fixtures.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;

@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared");
 
 /// A sample of the reference counts, carried by the repository.
-const SAMPLE: &str = include_str!("../../../tests/fixtures/bpe_counts_sample.jsonl");
+const SAMPLE: &str = include_str!("../../../../tests/fixtures/bpe_counts_sample.jsonl");
 
 fn skip(what: &str, path: &Path) {
-    eprintln!("SKIP {what}: {} is absent", path.display());
+    assert!(std::env::var_os("CI").is_none(), "CI is set but {} ({what}) is missing", path.display());
+    crate::common::notice(&format!("skipped {what}: {} is absent", path.display()));
 }
 
 /// Checks every line of a `bpe_counts.jsonl` file; returns how many lines it checked.

@@ -14,7 +14,6 @@ use contextfold_core::tools::ActionKind;
 use contextfold_core::{format, validate, Block, Conversation, ToolResultContent};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use std::path::Path;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
 const REFERENCE: &str = "cf-0123456789ab";
@@ -355,11 +354,7 @@ fn the_recall_hint_replaces_the_restore_hint_when_configured() {
 
 /// Every corpus session as (file name, conversation), or `None` (with a notice).
 fn corpus() -> Option<Vec<(String, Conversation)>> {
-    let dir = Path::new(CORPUS);
-    if !dir.is_dir() {
-        println!("skipped: no corpus at {CORPUS}");
-        return None;
-    }
+    let dir = crate::common::corpus_dir()?;
     let mut paths: Vec<_> =
         std::fs::read_dir(dir).expect("a readable corpus").map(|entry| entry.expect("an entry").path()).collect();
     paths.sort();

@@ -1,8 +1,6 @@
 //! The compactor and the middleware, driven by scripted summarizers: no network.
 
-mod common;
-
-use common::{leaked, secret_session, secrets, session};
+use crate::common::{leaked, secret_session, secrets, session};
 use contextfold::compactor::{ClipLimit, CompactConfig, Compactor, Strategy, Target};
 use contextfold::core::summary::{is_summary_message, split_summary};
 use contextfold::core::tokens::{count_conversation, Tokenizer};

@@ -24,8 +24,6 @@ const STORE: &str = "CONTEXTFOLD_TEST_STORE";
 const SESSION: &str = "CONTEXTFOLD_TEST_SESSION";
 const WRITER: &str = "CONTEXTFOLD_TEST_WRITER";
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-
 /// The role of this process, when it is a child.
 fn role() -> Option<String> {
     std::env::var(ROLE).ok()
@@ -38,7 +36,7 @@ fn env(name: &str) -> String {
 /// This test binary, run as the child `role` of the test `test`.
 fn spawn(test: &str, role: &str, envs: &[(&str, &str)]) -> Child {
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-    command.args(["--exact", test, "--nocapture", "--test-threads=1"]).env(ROLE, role);
+    command.args(["--exact", &format!("store_process::{test}"), "--nocapture", "--test-threads=1"]).env(ROLE, role);
     for (name, value) in envs {
         command.env(name, value);
     }
@@ -54,8 +52,8 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// The largest corpus session, or (printing why) a synthetic one of about the same size.
 fn big_conversation() -> Conversation {
-    let corpus = Path::new(CORPUS);
-    let largest = std::fs::read_dir(corpus).ok().and_then(|entries| {
+    let corpus = crate::common::corpus_dir();
+    let largest = corpus.as_deref().and_then(|corpus| std::fs::read_dir(corpus).ok()).and_then(|entries| {
         entries
             .filter_map(Result::ok)
             .filter(|entry| {
@@ -67,7 +65,7 @@ fn big_conversation() -> Conversation {
     if let Some(entry) = largest {
         return contextfold::input::load(&entry.path(), None).unwrap_or_else(|err| panic!("{err}")).conversation;
     }
-    println!("corpus not found at {}: using a synthetic session", corpus.display());
+    crate::common::notice("using a synthetic session of about the size of the corpus's largest");
     let mut messages = Vec::new();
     for turn in 0..120 {
         let id = format!("call{turn}");

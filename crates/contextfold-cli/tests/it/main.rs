@@ -1,0 +1,9 @@
+//! The integration tests of `contextfold-cli`, one binary (one link) for all of them.
+
+mod cli;
+mod common;
+mod compact_cli;
+mod compaction_cli;
+mod oversized_cli;
+mod plot_cli;
+mod store_cli;

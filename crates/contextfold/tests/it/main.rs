@@ -1,0 +1,10 @@
+//! The integration tests of `contextfold`, one binary (one link) for all of them.
+
+mod common;
+mod compactor;
+mod corpus;
+mod http_summarizers;
+mod oversized;
+mod replay;
+mod store;
+mod store_process;
