@@ -7,3 +7,4 @@ mod compaction_cli;
 mod oversized_cli;
 mod plot_cli;
 mod store_cli;
+mod store_postgres_cli;

@@ -250,12 +250,12 @@ pub enum StoreError {
     },
     /// PostgreSQL failed, or could not be reached.
     #[cfg(feature = "postgres")]
-    #[error("store {server}: {}", postgres::describe(.source))]
+    #[error("store {server}: {}", postgres::describe(.cause))]
     Postgres {
         /// The store's URL without its password.
         server: String,
-        /// The cause.
-        source: tokio_postgres::Error,
+        /// The cause, told in full by this error's message (so it is not its `source`).
+        cause: tokio_postgres::Error,
     },
     /// Every connection of the pool stayed busy for longer than the pool's wait.
     #[cfg(feature = "postgres")]

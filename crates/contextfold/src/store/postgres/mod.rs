@@ -156,13 +156,13 @@ impl PostgresStore {
         self.url.to_string()
     }
 
-    fn db(&self, source: tokio_postgres::Error) -> StoreError {
-        StoreError::Postgres { server: self.server(), source }
+    fn db(&self, cause: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres { server: self.server(), cause }
     }
 
     fn pool_error(&self, err: PoolError) -> StoreError {
         match err {
-            PoolError::Backend(source) => self.db(source),
+            PoolError::Backend(cause) => self.db(cause),
             PoolError::Timeout(_) => StoreError::PoolTimeout {
                 server: self.server(),
                 waited: self.options.wait,
@@ -247,6 +247,7 @@ pub(super) fn describe(err: &tokio_postgres::Error) -> String {
         return format!("{}: {}{hint}", db.severity().to_lowercase(), db.message());
     }
     let mut text = err.to_string();
+    let tls = text.contains("TLS");
     let mut cause = std::error::Error::source(err);
     let mut io = false;
     while let Some(inner) = cause {
@@ -254,7 +255,11 @@ pub(super) fn describe(err: &tokio_postgres::Error) -> String {
         text.push_str(&format!(": {inner}"));
         cause = inner.source();
     }
-    if io {
+    if tls {
+        text.push_str(
+            "; check that the server offers TLS with a certificate the Mozilla roots vouch for, or the URL's sslmode",
+        );
+    } else if io {
         text.push_str("; check that the server is running and that the store URL's host and port are right");
     }
     text
