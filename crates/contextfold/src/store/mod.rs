@@ -1,12 +1,15 @@
 //! The cold layer: a session store that keeps the original history, offloaded payloads,
 //! summaries and compaction reports, so anything compaction removed can be recalled.
 //!
-//! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory and
-//! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search.
+//! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory,
+//! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search,
+//! and `PostgresStore` (feature `postgres`) in a PostgreSQL database that several processes
+//! or machines share. [`StoreLocation`] reads a path or a `postgres://` URL.
 //! The model reads it back through the recall tool ([`recall_tool_definition`], [`handle_recall`]).
 //!
-//! The methods are synchronous: each is one short local transaction. Async callers that
-//! cannot afford to block may run them in `tokio::task::spawn_blocking`.
+//! The methods are synchronous: each is one short transaction (local, or a few round trips
+//! to a PostgreSQL server). Async callers that cannot afford to block may run them in
+//! `tokio::task::spawn_blocking`.
 
 mod location;
 mod memory;
