@@ -598,7 +598,9 @@ impl SessionStore for PostgresStore {
         let limit = to_i64(limit as u64);
         let options = search::headline_options();
         // The best chunk of each message or payload, the best first; headlines only for those
-        // returned.
+        // returned. A statement of its own for one session, so its plan can use the session's
+        // index.
+        let within = if session.is_some() { "session = $2" } else { "$2::text IS NULL" };
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached(&format!(
@@ -607,7 +609,7 @@ impl SessionStore for PostgresStore {
                            SELECT DISTINCT ON (session, kind, key) id, session, kind, key, body, \
                            ts_rank(tsv, words) AS rank \
                            FROM contextfold.search, query \
-                           WHERE tsv @@ words AND ($2::text IS NULL OR session = $2) \
+                           WHERE tsv @@ words AND {within} \
                            ORDER BY session, kind, key, rank DESC, id), \
                          top AS (SELECT * FROM best ORDER BY rank DESC, id LIMIT $3) \
                          SELECT session, kind, key, body, ts_headline('simple', {}, words, $4) \

@@ -34,7 +34,7 @@ pub(super) const WORDS: &str = "regexp_replace(body, '[^[:alnum:]]', ' ', 'g')";
 /// longest word (longer ones are left out of the index, as `to_tsvector` leaves them).
 const MAX_POSITION: usize = 16_383;
 const MAX_POSITIONS: usize = 256;
-const MAX_WORD_BYTES: usize = 2_047;
+const MAX_WORD_BYTES: usize = 2_046;
 
 /// The `tsvector` of `text`, as its input syntax: each lowercased word with its positions.
 pub(super) fn tsvector(text: &str) -> String {
