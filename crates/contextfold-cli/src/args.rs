@@ -332,6 +332,8 @@ pub enum Target {
     Anthropic,
     /// OpenAI Chat Completions request JSON.
     Openai,
+    /// OpenAI Responses request JSON.
+    Responses,
 }
 
 impl Target {
@@ -340,6 +342,7 @@ impl Target {
         match self {
             Target::Anthropic => Format::Anthropic,
             Target::Openai => Format::OpenAi,
+            Target::Responses => Format::Responses,
         }
     }
 }
