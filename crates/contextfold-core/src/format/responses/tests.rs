@@ -1,3 +1,5 @@
+//! Tests of the Responses reader, writer and checks on small hand-made requests.
+
 use super::*;
 use crate::conversation::{Message, Role, ToolResult, ToolUse};
 use crate::format::{self, Format, Layout as Shape};
