@@ -312,3 +312,120 @@ proptest! {
         }
     }
 }
+
+/// JSON shaped like Responses items, often broken: an item `type` (and `role`), content
+/// parts, and any of the fields the reader looks at, each with a value of any kind.
+fn arbitrary_item() -> impl Strategy<Value = Value> {
+    const KEYS: &[&str] = &[
+        "call_id",
+        "id",
+        "name",
+        "arguments",
+        "input",
+        "output",
+        "text",
+        "summary",
+        "encrypted_content",
+        "action",
+        "operation",
+        "image_url",
+        "file_id",
+        "file_data",
+        "file_url",
+        "status",
+        "content",
+        "role",
+        "type",
+    ];
+    const TYPES: &[&str] = &[
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "apply_patch_call_output",
+        "computer_call",
+        "reasoning",
+        "compaction",
+        "web_search_call",
+        "mystery",
+    ];
+    const WORDS: &[&str] = &[
+        "user",
+        "assistant",
+        "developer",
+        "system",
+        "input_text",
+        "output_text",
+        "input_image",
+        "input_file",
+        "refusal",
+        "summary_text",
+        "c1",
+        "c2",
+        "{\"a\":1}",
+        "",
+        "data:image/png;base64,AA",
+        "https://e.x/a.png",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i8>().prop_map(|n| json!(n)),
+        prop::sample::select(WORDS).prop_map(|word| json!(word)),
+    ];
+    let value = leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS), inner), 0..4)
+                .prop_map(|fields| object(fields.into_iter().map(|(key, value)| (key.to_string(), value)).collect())),
+        ]
+    });
+    let part = (prop::sample::select(WORDS), prop::collection::vec((prop::sample::select(KEYS), value.clone()), 0..3))
+        .prop_map(|(kind, fields)| {
+            let mut all = vec![("type".to_string(), json!(kind)), ("text".to_string(), json!("t"))];
+            all.extend(fields.into_iter().map(|(key, value)| (key.to_string(), value)));
+            object(all)
+        });
+    let content =
+        prop_oneof![Just(json!("hi")), prop::collection::vec(part, 0..3).prop_map(Value::Array), value.clone()];
+    (
+        prop::sample::select(TYPES),
+        prop::sample::select(&["user", "assistant", "developer", "critic"][..]),
+        content,
+        prop::collection::vec((prop::sample::select(KEYS), value), 0..5),
+    )
+        .prop_flat_map(|(kind, role, content, fields)| {
+            let mut all = vec![
+                ("type", json!(kind)),
+                ("role", json!(role)),
+                ("content", content),
+                ("call_id", json!("c1")),
+                ("name", json!("f")),
+            ];
+            all.extend(fields);
+            shuffled(all)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Whatever the reader accepts, it writes back unchanged; the rest is an error, never a panic.
+    #[test]
+    fn any_input_is_read_losslessly_or_refused(items in prop::collection::vec(arbitrary_item(), 0..8), wrap in any::<bool>()) {
+        let value = if wrap { json!({"model": "m", "input": items}) } else { Value::Array(items) };
+        if let Ok(conversation) = responses::from_value(value.clone()) {
+            let layout = if wrap { Layout::Object } else { Layout::Array };
+            let written = format::to_value(&conversation, Format::Responses, layout).unwrap();
+            prop_assert_eq!(serde_json::to_string(&written).unwrap(), serde_json::to_string(&value).unwrap());
+            let _ = responses::check(&conversation);
+            // Another format can always be written.
+            format::to_value(&conversation, Format::Anthropic, Layout::Object).unwrap();
+            format::to_value(&conversation, Format::OpenAi, Layout::Object).unwrap();
+        }
+    }
+}

@@ -435,7 +435,9 @@ fn tool_use(index: usize, call: &CallKind, mut map: Map<String, Value>) -> Resul
             Some(Value::String(text)) => json!({ "input": text }),
             _ => unreachable!("matched a string above"),
         },
-        (_, Some(_)) => map.insert(call.input_field.into(), Value::Null).unwrap_or_default(),
+        // Free text that is not text stays in the skeleton too, written back while unchanged.
+        (InputStyle::FreeText | InputStyle::JsonText, Some(other)) => other.clone(),
+        (InputStyle::Value, Some(_)) => map.insert(call.input_field.into(), Value::Null).unwrap_or_default(),
     };
     let layout = Layout { item: Some(map), ..Layout::default() };
     let mut extra = Extra::new();

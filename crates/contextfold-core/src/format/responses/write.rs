@@ -75,12 +75,14 @@ pub(super) fn items(conversation: &Conversation) -> Written {
             for block in blocks {
                 let layout = layout_of(block);
                 match (block, &layout) {
-                    (Block::Text(text), Some(layout)) if layout.instructions => instructions.push(text.text.clone()),
-                    (_, Some(layout)) if layout.item.is_some() || layout.part.is_some() => {
+                    // The instructions, or a system prompt from another format.
+                    (Block::Text(text), Some(Layout { instructions: true, .. }) | None) => {
+                        instructions.push(text.text.clone())
+                    }
+                    // A leading system or developer message item.
+                    _ => {
                         writer.block(block, Role::User);
                     }
-                    (Block::Text(text), _) => instructions.push(text.text.clone()),
-                    _ => {}
                 }
             }
             writer.flush();
@@ -263,12 +265,17 @@ fn call_item(tool_use: &ToolUse, layout: Option<Layout>) -> Value {
     if call.fixed_name.is_none() {
         item.insert("name".into(), Value::String(tool_use.name.clone()));
     }
+    // A call read without input has `{}`: written back without it while it still has none.
+    let absent = !item.contains_key(call.input_field) && tool_use.input == json!({});
     let input = match call.input {
+        _ if absent => None,
         InputStyle::JsonText => match item.get(call.input_field) {
             // The original text while it still says the same.
             Some(Value::String(original)) if parse_arguments(original) == tool_use.input => None,
+            Some(original) if !original.is_string() && *original == tool_use.input => None,
             _ => Some(Value::String(arguments_text(&tool_use.input))),
         },
+        InputStyle::FreeText if item.get(call.input_field).is_some_and(|original| *original == tool_use.input) => None,
         InputStyle::FreeText => Some(match &tool_use.input {
             Value::String(text) => Value::String(text.clone()),
             Value::Object(map) if map.len() == 1 && map.get("input").is_some_and(Value::is_string) => {
@@ -279,9 +286,7 @@ fn call_item(tool_use: &ToolUse, layout: Option<Layout>) -> Value {
         InputStyle::Value => Some(tool_use.input.clone()),
     };
     if let Some(input) = input {
-        if item.contains_key(call.input_field) || input != json!({}) {
-            item.insert(call.input_field.into(), input);
-        }
+        item.insert(call.input_field.into(), input);
     }
     Value::Object(item)
 }
@@ -328,14 +333,9 @@ fn output_item(result: &ToolResult, layout: Option<Layout>) -> Value {
     let kind = item.get("type").and_then(Value::as_str).unwrap_or("function_call_output").to_string();
     let id_field = super::read::id_field(&kind, &item);
     item.insert(id_field.into(), Value::String(result.tool_use_id.clone()));
-    match output {
-        Some(output) => {
-            item.insert("output".into(), output);
-        }
-        None if item.get("output") == Some(&Value::Null) => {
-            item.insert("output".into(), Value::String(String::new()));
-        }
-        None => {}
+    // Without content, the output the skeleton kept is written as it came.
+    if let Some(output) = output {
+        item.insert("output".into(), output);
     }
     Value::Object(item)
 }
