@@ -96,7 +96,7 @@ mod tests {
         {
             let url = StoreLocation::parse("postgresql://ada:pw-secret@db.example.com/agents").unwrap();
             assert!(matches!(url, StoreLocation::Postgres(_)));
-            assert_eq!(url.to_string(), "postgres://ada@db.example.com/agents");
+            assert_eq!(url.to_string(), "postgres://ada@db.example.com:5432/agents");
             assert!(!format!("{url:?}").contains("pw-secret"));
         }
         #[cfg(not(feature = "postgres"))]
