@@ -81,6 +81,7 @@ pub struct Stats {
     unchanged: AtomicU64,
     compacted: AtomicU64,
     resent: AtomicU64,
+    untouched: AtomicU64,
 }
 
 impl Stats {
@@ -93,6 +94,7 @@ impl Stats {
             log::Action::Unchanged => &self.unchanged,
             log::Action::Compacted => &self.compacted,
             log::Action::Resent => &self.resent,
+            log::Action::Untouched => &self.untouched,
             _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -116,6 +118,13 @@ impl Stats {
     /// Messages requests that resent an earlier compaction.
     pub fn resent(&self) -> u64 {
         self.resent.load(Ordering::Relaxed)
+    }
+
+    /// Messages requests forwarded as they came for a reason of their own (compaction
+    /// turned off, server-side compaction, a body the compaction cannot read, a compacted
+    /// request that would break a rule of the API).
+    pub fn untouched(&self) -> u64 {
+        self.untouched.load(Ordering::Relaxed)
     }
 }
 

@@ -106,26 +106,26 @@ fn is_messages_route(parts: &Parts) -> bool {
 /// compacted.
 async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Bytes, ProxyError> {
     if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
-        return Ok(untouched(log, "the body is compressed", bytes));
+        return Ok(untouched(app, log, "the body is compressed", bytes));
     }
     let parsed = RequestBody::parse(&bytes).map_err(|err| ProxyError::bad_request(err.to_string()))?;
     log.stream = parsed.raw("stream").is_some_and(|raw| raw.trim() == "true");
     if compaction_off(&parts.headers) {
-        return Ok(untouched(log, "x-contextfold: off", bytes));
+        return Ok(untouched(app, log, "x-contextfold: off", bytes));
     }
     let messages = match parsed.messages() {
         Ok(messages) => messages,
         Err(err) => {
             let note = format!("the compaction cannot read it: {err}");
-            return Ok(untouched(log, &note, bytes));
+            return Ok(untouched(app, log, &note, bytes));
         }
     };
     let preamble = match read_preamble(&parsed) {
         Ok(preamble) => preamble,
-        Err(why) => return Ok(untouched(log, &format!("the compaction cannot read it: {why}"), bytes)),
+        Err(why) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {why}"), bytes)),
     };
     if let Some(why) = server_side_compaction(&parsed, &messages) {
-        return Ok(untouched(log, why, bytes));
+        return Ok(untouched(app, log, why, bytes));
     }
     let identity = identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), &messages);
     log.session = Some(identity.session.clone());
@@ -168,12 +168,15 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
             log.note = compaction;
             Bytes::from(parsed.splice(&messages))
         }
-        Outcome::Refused { why } => untouched(log, &format!("the compacted request would break a rule: {why}"), bytes),
+        Outcome::Refused { why } => {
+            untouched(app, log, &format!("the compacted request would break a rule: {why}"), bytes)
+        }
     })
 }
 
 /// Records that `bytes` go out as they came, and why.
-fn untouched(log: &mut RequestLog, why: &str, bytes: Bytes) -> Bytes {
+fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Bytes {
+    app.stats.count(Action::Untouched);
     log.action = Action::Untouched;
     log.note = Some(why.to_string());
     bytes

@@ -23,10 +23,12 @@ pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog) -
     log.status = status.as_u16();
     let headers = client_response(response.headers());
     let body = Relay {
+        remaining: response.content_length(),
         inner: response.bytes_stream().boxed(),
         idle,
         deadline: Box::pin(tokio::time::sleep(idle)),
         log: Some(log),
+        finished: false,
     };
     let mut out = Response::new(Body::from_stream(body));
     *out.status_mut() = status;
@@ -37,10 +39,15 @@ pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog) -
 /// The body of a relayed response.
 struct Relay {
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
+    /// Bytes still to come, when the upstream said how many (the server stops polling a
+    /// body of known length once it has them all).
+    remaining: Option<u64>,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
-    /// Taken when the line is written; `None` once the body has ended.
+    /// Taken when the line is written.
     log: Option<RequestLog>,
+    /// Whether the body has ended (whole, cut or timed out).
+    finished: bool,
 }
 
 impl Relay {
@@ -49,6 +56,13 @@ impl Relay {
             log.emit(how);
         }
     }
+
+    /// Ends the body with an error the client sees as a broken response.
+    fn fail(&mut self, why: String) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+        self.finished = true;
+        self.end(&format!("cut: {why}"));
+        Poll::Ready(Some(Err(std::io::Error::other(why))))
+    }
 }
 
 impl Stream for Relay {
@@ -56,7 +70,7 @@ impl Stream for Relay {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.log.is_none() {
+        if this.finished {
             return Poll::Ready(None);
         }
         match this.inner.poll_next_unpin(cx) {
@@ -66,22 +80,23 @@ impl Stream for Relay {
                 if let Some(log) = &mut this.log {
                     log.relayed(chunk.len());
                 }
+                if let Some(remaining) = &mut this.remaining {
+                    *remaining = remaining.saturating_sub(chunk.len() as u64);
+                    if *remaining == 0 {
+                        this.end("complete");
+                    }
+                }
                 Poll::Ready(Some(Ok(chunk)))
             }
-            Poll::Ready(Some(Err(_))) => {
-                this.end("cut: the upstream's response broke off");
-                Poll::Ready(Some(Err(std::io::Error::other("the upstream's response broke off"))))
-            }
+            Poll::Ready(Some(Err(_))) => this.fail("the upstream's response broke off".to_string()),
             Poll::Ready(None) => {
+                this.finished = true;
                 this.end("complete");
                 Poll::Ready(None)
             }
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => {
-                    let why =
-                        format!("cut: the upstream was silent for {} s (--idle-timeout)", this.idle.as_secs_f64());
-                    this.end(&why);
-                    Poll::Ready(Some(Err(std::io::Error::other(why))))
+                    this.fail(format!("the upstream was silent for {} s (--idle-timeout)", this.idle.as_secs_f64()))
                 }
                 Poll::Pending => Poll::Pending,
             },

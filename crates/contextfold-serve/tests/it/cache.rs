@@ -1,0 +1,116 @@
+//! Prompt-cache stability over a long conversation: between two compactions every request
+//! the upstream receives starts with the previous one, block for block, and `system` and
+//! `tools` are the client's bytes on every call.
+
+use crate::common::{agent_script, client, config, proxy, Agent};
+use crate::mock::Mock;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+const CALLS: usize = 200;
+
+/// The top-level fields of a body, as raw text.
+fn fields(body: &[u8]) -> BTreeMap<String, &RawValue> {
+    serde_json::from_slice(body).expect("a JSON object")
+}
+
+/// The raw text of each message of a body.
+fn raw_messages(body: &[u8]) -> Vec<String> {
+    let messages: Vec<&RawValue> = serde_json::from_str(fields(body)["messages"].get()).expect("an array");
+    messages.iter().map(|raw| raw.get().to_string()).collect()
+}
+
+/// A message's JSON without cache breakpoints.
+fn without_breakpoints(raw: &str) -> Value {
+    let mut value: Value = serde_json::from_str(raw).unwrap();
+    if let Some(blocks) = value["content"].as_array_mut() {
+        for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+            block.remove("cache_control");
+        }
+        // A lone text block with no breakpoint is what a string content was.
+        if let [block] = blocks.as_slice() {
+            if block.as_object().is_some_and(|fields| fields.len() == 2) && block["type"] == "text" {
+                value["content"] = block["text"].clone();
+            }
+        }
+    }
+    value
+}
+
+/// Whether `next` starts with `previous`: every message the same text, but for the newest
+/// one of `previous`, whose breakpoint the client may have moved (compared without it).
+fn extends(previous: &[String], next: &[String]) -> bool {
+    next.len() > previous.len()
+        && previous.iter().zip(next).enumerate().all(|(index, (before, after))| {
+            before == after
+                || (index + 1 == previous.len() && without_breakpoints(before) == without_breakpoints(after))
+        })
+}
+
+/// Breakpoints in a body (system, tools and messages).
+fn breakpoints(body: &[u8]) -> usize {
+    String::from_utf8_lossy(body).matches("\"cache_control\"").count()
+}
+
+async fn long_conversation(breakpoints_moving: bool) {
+    let mock = Mock::start(agent_script(10_000)).await;
+    let proxy = proxy(config(&mock.url())).await;
+    let client = client();
+    let mut agent = Agent::new(if breakpoints_moving { "moving" } else { "still" }, "refactor the parser");
+    agent.breakpoints = breakpoints_moving;
+    agent.output_chars = 3_000;
+    let mut sent = Vec::new();
+    for _ in 0..CALLS {
+        agent.step(&client, &proxy.url).await;
+        sent.push(agent.last_body.clone());
+    }
+    let received = mock.messages_requests();
+    assert_eq!(received.len(), CALLS);
+    let mut rewrites = 0;
+    let mut previous: Option<Vec<String>> = None;
+    for (call, (request, client_body)) in received.iter().zip(&sent).enumerate() {
+        let upstream = fields(&request.body);
+        let original = fields(client_body.as_bytes());
+        for key in ["system", "tools", "model", "metadata", "thinking", "context_management", "max_tokens"] {
+            assert_eq!(upstream[key].get(), original[key].get(), "call {call}: `{key}` is the client's text");
+        }
+        assert!(breakpoints(&request.body) <= 4, "call {call} has more than four breakpoints");
+        let messages = raw_messages(&request.body);
+        if let Some(previous) = &previous {
+            if !extends(previous, &messages) {
+                rewrites += 1;
+            }
+        }
+        previous = Some(messages);
+    }
+    let compactions = proxy.stats.compactions() as usize;
+    assert!(compactions >= 3, "a 200-call conversation in a 24k window compacts (got {compactions})");
+    assert!(compactions < CALLS / 4, "compactions are batched (got {compactions})");
+    assert_eq!(
+        rewrites,
+        compactions,
+        "the prefix changes at a compaction and at no other call; log:\n{}",
+        crate::common::logs()
+    );
+    assert_eq!(proxy.stats.untouched(), 0, "{}", crate::common::logs());
+    assert_eq!(proxy.stats.unchanged() + proxy.stats.resent() + proxy.stats.compactions(), CALLS as u64);
+    let last = received.last().unwrap();
+    assert!(
+        last.body.len() * 3 < sent.last().unwrap().len(),
+        "the last request is compacted: {} bytes sent for {} from the client",
+        last.body.len(),
+        sent.last().unwrap().len()
+    );
+    assert_eq!(mock.assert_all_valid(), CALLS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prefix_holds_between_compactions() {
+    long_conversation(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prefix_holds_while_the_client_moves_its_breakpoints() {
+    long_conversation(true).await;
+}

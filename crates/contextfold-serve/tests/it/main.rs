@@ -1,0 +1,8 @@
+//! The integration tests of `contextfold-serve`, one binary for all of them. Every server
+//! they talk to is a local one: the proxy and a scripted mock upstream, on 127.0.0.1.
+
+mod cache;
+mod common;
+mod identity;
+mod mock;
+mod streaming;
