@@ -3,6 +3,7 @@
 
 mod cache;
 mod common;
+mod faults;
 mod identity;
 mod mock;
 mod streaming;
