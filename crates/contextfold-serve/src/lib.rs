@@ -82,6 +82,7 @@ pub struct Stats {
     compacted: AtomicU64,
     resent: AtomicU64,
     untouched: AtomicU64,
+    conversations: AtomicU64,
 }
 
 impl Stats {
@@ -118,6 +119,15 @@ impl Stats {
     /// Messages requests that resent an earlier compaction.
     pub fn resent(&self) -> u64 {
         self.resent.load(Ordering::Relaxed)
+    }
+
+    /// Conversations whose state is held (as of the last Messages request).
+    pub fn conversations(&self) -> u64 {
+        self.conversations.load(Ordering::Relaxed)
+    }
+
+    fn set_conversations(&self, held: usize) {
+        self.conversations.store(held as u64, Ordering::Relaxed);
     }
 
     /// Messages requests forwarded as they came for a reason of their own (compaction
@@ -174,11 +184,6 @@ impl Proxy {
     /// What the proxy has done so far.
     pub fn stats(&self) -> Arc<Stats> {
         self.app.stats.clone()
-    }
-
-    /// How many conversations it holds state for.
-    pub fn conversations(&self) -> usize {
-        self.app.conversations.len()
     }
 
     /// Serves until `shutdown` resolves, then stops accepting and waits for the requests in

@@ -147,6 +147,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         betas: &betas,
     };
     let slot = app.conversations.slot(identity.conversation);
+    app.stats.set_conversations(app.conversations.len());
     let outcome = {
         let mut state = slot.lock().await;
         compaction::prepare(&mut state, &app.settings, &request).await

@@ -6,4 +6,6 @@ mod common;
 mod faults;
 mod identity;
 mod mock;
+mod security;
+mod sessions;
 mod streaming;
