@@ -68,6 +68,10 @@ pub enum Command {
     /// List stored sessions; export one's original conversation, or delete it.
     #[command(after_help = STORE_HELP)]
     Sessions(SessionsArgs),
+    /// Run a proxy for the Anthropic Messages API that compacts long conversations: point a
+    /// client's ANTHROPIC_BASE_URL at it.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
 }
 
 /// Where the store is when no path is given: under the working directory.
@@ -131,6 +135,28 @@ everything --store keeps; a summary is checked and masked too. --no-redact turns
 Exit codes:
   0  success
   2  usage or input error, or a summarizer failure with --strategy summarize";
+
+const SERVE_HELP: &str = "\
+Start it, then point any Anthropic client at it:
+  contextfold serve
+  export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+
+Every request goes to --upstream with its headers (keys included) and is answered with the
+upstream's status, headers and body, streams relayed as they arrive. On POST /v1/messages
+and /v1/messages/count_tokens only `messages` may change, and only when the conversation
+needs compacting; the same compacted prefix is then resent until the next compaction.
+A request with the header `x-contextfold: off` is forwarded as it came.
+
+The window is --window, else the model's (a table of current Claude models; 1m for Sonnet 4
+and 4.5 with the context-1m-2025-08-07 beta), else 200k.
+
+One log line per request goes to standard error: session, tokens in -> out, what was done,
+the upstream's status, the time. Headers, bodies and query strings are never logged.
+Ctrl-C or SIGTERM stops accepting, waits for the requests in flight, and exits 0.
+
+Exit codes:
+  0  stopped by Ctrl-C or SIGTERM
+  2  usage error, an address it may not or cannot listen on, an unusable upstream";
 
 /// Which summarizer, and how to reach an LLM one.
 #[derive(Debug, Args)]
@@ -582,6 +608,71 @@ pub struct ReplayArgs {
     pub input: InputArgs,
 }
 
+/// `contextfold serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Any address but loopback needs --allow-remote and a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    pub listen: std::net::SocketAddr,
+    /// The API every request is forwarded to (requests cannot name another host).
+    #[arg(long, value_name = "URL", default_value = "https://api.anthropic.com")]
+    pub upstream: String,
+    /// Accept connections from other machines (with --listen on a non-loopback address).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// A token every request must carry as `x-contextfold-token: TOKEN` or
+    /// `Proxy-Authorization: Bearer TOKEN` [default: CONTEXTFOLD_AUTH_TOKEN]; required with
+    /// --allow-remote.
+    #[arg(long, value_name = "TOKEN")]
+    pub auth_token: Option<String>,
+    /// The model's context window [default: by the request's model, else 200k].
+    #[arg(long, value_name = "W", value_parser = parse_tokens)]
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "16000", value_parser = parse_tokens)]
+    pub reserve: u64,
+    /// The share of the usable window a compaction aims for.
+    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
+    pub target: f64,
+    /// auto (evict first, summarize only if needed), evict, or summarize.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    pub strategy: Strategy,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    /// Send an LLM summarizer secrets as they are; by default keys, tokens and passwords in
+    /// what it is sent are masked.
+    #[arg(long)]
+    pub no_redact: bool,
+    /// Keep conversation state in this store [default path: .contextfold/store.db]. Not
+    /// used yet: state is held in memory, and a restart starts every conversation afresh.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE, conflicts_with = "no_store")]
+    pub store: Option<PathBuf>,
+    /// Keep conversation state in memory only.
+    #[arg(long)]
+    pub no_store: bool,
+    /// The largest request body accepted, in bytes (larger ones get a 413).
+    #[arg(long, value_name = "BYTES", default_value = "33554432", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_body: u64,
+    /// Seconds a streaming upstream may stay silent before the stream is cut.
+    #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Seconds the upstream may take to start answering (then a 504).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = clap::value_parser!(u64).range(1..))]
+    pub upstream_timeout: u64,
+    /// Conversations whose state is held at once; the least recently used goes first.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions: u64,
+    /// The per-request log lines: text or json.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
+    pub log_format: contextfold_serve::LogFormat,
+    #[command(flatten)]
+    pub counting: CountingArgs,
+}
+
+fn parse_log_format(name: &str) -> Result<contextfold_serve::LogFormat, String> {
+    name.parse()
+}
+
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
     name.parse()
 }
@@ -649,6 +740,39 @@ mod tests {
                 Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, PathBuf::from("s.db")),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn serve_has_the_documented_defaults() {
+        let serve = match Cli::try_parse_from(["contextfold", "serve"]).map(|cli| cli.command) {
+            Ok(Command::Serve(serve)) => serve,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(serve.listen, "127.0.0.1:8787".parse().unwrap());
+        assert_eq!(serve.upstream, "https://api.anthropic.com");
+        assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
+        assert_eq!(serve.max_body, 32 * 1024 * 1024);
+        assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));
+        assert_eq!(serve.log_format, contextfold_serve::LogFormat::Text);
+        assert!(serve.store.is_none() && !serve.no_store && !serve.allow_remote);
+        let given = Cli::try_parse_from(["contextfold", "serve", "--window", "1m", "--log-format", "json", "--store"]);
+        match given.map(|cli| cli.command) {
+            Ok(Command::Serve(serve)) => {
+                assert_eq!(serve.window, Some(1_000_000));
+                assert_eq!(serve.log_format, contextfold_serve::LogFormat::Json);
+                assert_eq!(serve.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            &["contextfold", "serve", "--log-format", "xml"][..],
+            &["contextfold", "serve", "--store", "--no-store"],
+            &["contextfold", "serve", "--max-sessions", "0"],
+            &["contextfold", "serve", "--listen", "localhost"],
+            &["contextfold", "serve", "--target", "2"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
 

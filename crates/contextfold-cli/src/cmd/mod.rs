@@ -9,6 +9,7 @@ mod recall;
 mod render;
 mod replay;
 mod search;
+mod serve;
 mod sessions;
 mod stats;
 mod store;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(args) => recall::run(args),
         Command::Search(args) => search::run(args),
         Command::Sessions(args) => sessions::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

@@ -6,4 +6,5 @@ mod compact_cli;
 mod compaction_cli;
 mod oversized_cli;
 mod plot_cli;
+mod serve_cli;
 mod store_cli;
