@@ -2,51 +2,10 @@
 //! the upstream receives starts with the previous one, block for block, and `system` and
 //! `tools` are the client's bytes on every call.
 
-use crate::common::{agent_script, client, config, proxy, Agent};
+use crate::common::{agent_script, client, config, extends, fields, proxy, raw_messages, Agent};
 use crate::mock::Mock;
-use serde_json::value::RawValue;
-use serde_json::Value;
-use std::collections::BTreeMap;
 
 const CALLS: usize = 200;
-
-/// The top-level fields of a body, as raw text.
-fn fields(body: &[u8]) -> BTreeMap<String, &RawValue> {
-    serde_json::from_slice(body).expect("a JSON object")
-}
-
-/// The raw text of each message of a body.
-fn raw_messages(body: &[u8]) -> Vec<String> {
-    let messages: Vec<&RawValue> = serde_json::from_str(fields(body)["messages"].get()).expect("an array");
-    messages.iter().map(|raw| raw.get().to_string()).collect()
-}
-
-/// A message's JSON without cache breakpoints.
-fn without_breakpoints(raw: &str) -> Value {
-    let mut value: Value = serde_json::from_str(raw).unwrap();
-    if let Some(blocks) = value["content"].as_array_mut() {
-        for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
-            block.remove("cache_control");
-        }
-        // A lone text block with no breakpoint is what a string content was.
-        if let [block] = blocks.as_slice() {
-            if block.as_object().is_some_and(|fields| fields.len() == 2) && block["type"] == "text" {
-                value["content"] = block["text"].clone();
-            }
-        }
-    }
-    value
-}
-
-/// Whether `next` starts with `previous`: every message the same text, but for the newest
-/// one of `previous`, whose breakpoint the client may have moved (compared without it).
-fn extends(previous: &[String], next: &[String]) -> bool {
-    next.len() > previous.len()
-        && previous.iter().zip(next).enumerate().all(|(index, (before, after))| {
-            before == after
-                || (index + 1 == previous.len() && without_breakpoints(before) == without_breakpoints(after))
-        })
-}
 
 /// Breakpoints in a body (system, tools and messages).
 fn breakpoints(body: &[u8]) -> usize {

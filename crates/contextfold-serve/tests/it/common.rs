@@ -4,7 +4,9 @@
 
 use crate::mock::{canned, script_turn, Recorded, Reply};
 use contextfold_serve::{Proxy, ServeConfig, ServeError, Stats};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -276,3 +278,59 @@ pub const FAKE_API_KEY: &str =
     "sk-ant-api03-Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2iO7kM4nQ1rT6vX9zC3bV5wY8uI0pE2aS4dF6gH8jK1lZ3xC5vB7nM9qW-AbCdEfAA";
 /// A realistic-looking fake OAuth token.
 pub const FAKE_OAUTH: &str = "sk-ant-oat01-Hk3Lm9Np2Qr5St8Uv1Wx4Yz7Ab0Cd3Ef6Gh9Ij2Kl5Mn8Op1Qr4St7Uv0Wx3Yz6-AAAAAA";
+
+/// The shared corpus (`../shared/corpus` beside the repository), or `None` after a visible
+/// notice when it is absent. With `CI` set, a missing corpus fails the test instead.
+pub fn corpus_dir() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI is set but the shared corpus is missing at {}", dir.display());
+    notice(&format!("skipped: the shared corpus is absent at {}", dir.display()));
+    None
+}
+
+/// Writes `text` to standard error past the test harness's capture, so a skip is seen.
+pub fn notice(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
+}
+
+/// The top-level fields of a body, as raw text.
+pub fn fields(body: &[u8]) -> BTreeMap<String, &RawValue> {
+    serde_json::from_slice(body).expect("a JSON object")
+}
+
+/// The raw text of each message of a body.
+pub fn raw_messages(body: &[u8]) -> Vec<String> {
+    let messages: Vec<&RawValue> = serde_json::from_str(fields(body)["messages"].get()).expect("an array");
+    messages.iter().map(|raw| raw.get().to_string()).collect()
+}
+
+/// A message's JSON without cache breakpoints.
+pub fn without_breakpoints(raw: &str) -> Value {
+    let mut value: Value = serde_json::from_str(raw).unwrap();
+    if let Some(blocks) = value["content"].as_array_mut() {
+        for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+            block.remove("cache_control");
+        }
+        // A lone text block with no breakpoint is what a string content was.
+        if let [block] = blocks.as_slice() {
+            if block.as_object().is_some_and(|fields| fields.len() == 2) && block["type"] == "text" {
+                value["content"] = block["text"].clone();
+            }
+        }
+    }
+    value
+}
+
+/// Whether `next` starts with `previous`: every message the same text, but for the newest
+/// one of `previous`, whose breakpoint the client may have moved (compared without it).
+pub fn extends(previous: &[String], next: &[String]) -> bool {
+    next.len() > previous.len()
+        && previous.iter().zip(next).enumerate().all(|(index, (before, after))| {
+            before == after
+                || (index + 1 == previous.len() && without_breakpoints(before) == without_breakpoints(after))
+        })
+}

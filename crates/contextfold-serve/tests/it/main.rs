@@ -3,6 +3,7 @@
 
 mod cache;
 mod common;
+mod corpus;
 mod faults;
 mod identity;
 mod mock;
