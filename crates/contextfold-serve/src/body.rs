@@ -196,4 +196,72 @@ mod tests {
         assert_eq!(RequestBody::parse(br#"{"messages":{}}"#).unwrap_err(), BodyError::Messages("must be an array"));
         assert!(RequestBody::parse(br#"{"messages":[]} x"#).is_err());
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// JSON values written with arbitrary spacing and escapes.
+        fn value() -> impl Strategy<Value = String> {
+            let leaf = prop_oneof![
+                Just("null".to_string()),
+                any::<bool>().prop_map(|b| b.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                "[a-z\\u00e9 ]{0,8}".prop_map(|text| serde_json::to_string(&text).unwrap()),
+                Just("\"\\u00e9\\n\\/\"".to_string()),
+                Just("1.50e3".to_string()),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(|items| format!("[ {} ]", items.join(" ,"))),
+                    prop::collection::vec(("[a-z]{1,4}", inner), 0..4).prop_map(|fields| {
+                        let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("\"{k}\" :{v}")).collect();
+                        format!("{{{}}}", fields.join(","))
+                    }),
+                ]
+            })
+        }
+
+        /// A body: some fields, then `messages`, then more fields, spaced at random.
+        fn body() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec(("[a-l]{1,6}", value()), 0..4),
+                prop::collection::vec(value(), 0..4),
+                prop::collection::vec(("[n-z]{1,6}", value()), 0..4),
+                "[ \n\t]{0,3}",
+            )
+                .prop_map(|(before, messages, after, space)| {
+                    let field = |(key, value): (String, String)| format!("{space}\"{key}\"{space}:{space}{value}");
+                    let mut fields: Vec<String> = before.into_iter().map(field).collect();
+                    fields.push(format!("\"messages\":{space}[{}]", messages.join(",")));
+                    fields.extend(after.into_iter().map(field));
+                    format!("{space}{{{}}}{space}", fields.join(","))
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn splicing_changes_messages_and_nothing_else(body in body()) {
+                let parsed = RequestBody::parse(body.as_bytes()).unwrap();
+                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(raw.get())));
+                let original: Value = serde_json::from_str(&body).unwrap();
+                let respliced: Value = serde_json::from_str(&parsed.splice(&same)).unwrap();
+                prop_assert_eq!(respliced, original.clone());
+                // Splicing other messages changes them and nothing else.
+                let spliced = parsed.splice("[{\"role\":\"user\",\"content\":\"x\"}]");
+                let mut expected = original;
+                expected["messages"] = serde_json::json!([{"role": "user", "content": "x"}]);
+                let spliced_value: Value = serde_json::from_str(&spliced).unwrap();
+                prop_assert_eq!(spliced_value, expected);
+                let (start, end) = parsed.messages_span();
+                prop_assert_eq!(&spliced[..start], &body[..start]);
+                prop_assert_eq!(&spliced[spliced.len() - (body.len() - end)..], &body[end..]);
+            }
+
+            #[test]
+            fn any_bytes_are_read_or_refused_without_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+                let _ = RequestBody::parse(&bytes);
+            }
+        }
+    }
 }
