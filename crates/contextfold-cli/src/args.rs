@@ -150,7 +150,7 @@ A request with the header `x-contextfold: off` is forwarded as it came.
 The window is --window, else the model's (a table of current Claude models; 1m for Sonnet 4
 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
 
-One log line per request goes to standard error: session, tokens in -> out, what was done,
+One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.
 Ctrl-C or SIGTERM stops accepting, waits for the requests in flight, and exits 0.
 
