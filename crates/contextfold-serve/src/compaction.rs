@@ -89,6 +89,10 @@ pub struct ConversationState {
     client: TokenLedger<'static>,
     /// Tokens of the system prompt and tools.
     fixed_tokens: u64,
+    /// Requests prepared, so that a count reported late is not taken for a later request's.
+    calls: u64,
+    /// Whether the last request prepared compacted.
+    compacted: bool,
 }
 
 impl ConversationState {
@@ -107,6 +111,22 @@ impl ConversationState {
             middleware: CompactionMiddleware::new(settings.compactor.clone(), config),
             client: TokenLedger::new(counter),
             fixed_tokens,
+            calls: 0,
+            compacted: false,
+        }
+    }
+
+    /// The number of the request last prepared.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Calibrates the estimate with the provider's count of the input tokens of request
+    /// `call`, when it is still the last one prepared and it did not compact (the
+    /// middleware compares the count with the estimate it made before compacting).
+    pub fn observe_usage(&self, call: u64, input_tokens: u64) {
+        if call == self.calls && !self.compacted {
+            self.middleware.observe_usage(input_tokens);
         }
     }
 }
@@ -115,8 +135,10 @@ impl ConversationState {
 /// on its first request).
 pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, request: &Request<'_>) -> Outcome {
     let state = slot.get_or_insert_with(|| ConversationState::new(settings, request));
+    state.calls += 1;
     let prepared = state.middleware.prepare(request.messages, &[]).await;
     let compaction = prepared.event.as_ref().map(|event| event.strategy.clone());
+    state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
     let kept = kept_tail(&sent, request.messages);
     if kept == sent.len() && kept == request.messages.len() {

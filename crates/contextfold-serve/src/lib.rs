@@ -43,6 +43,7 @@ mod log;
 mod proxy;
 mod relay;
 mod session;
+mod usage;
 pub mod window;
 
 pub use config::{ConfigError, LogFormat, ServeConfig};

@@ -16,6 +16,7 @@ use crate::headers::{compaction_off, has_token, upstream_request};
 use crate::log::{Action, RequestLog};
 use crate::relay::relay;
 use crate::session::identify;
+use crate::usage::OnUsage;
 use crate::Stats;
 use axum::body::Body;
 use axum::extract::State;
@@ -63,17 +64,17 @@ pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request
         Ok(bytes) => bytes,
         Err(err) => return answer(log, err),
     };
-    let body = if is_messages_route(&parts) {
+    let (body, on_usage) = if is_messages_route(&parts) {
         match messages_body(&app, &parts, bytes, &mut log).await {
-            Ok(body) => body,
+            Ok(prepared) => prepared,
             Err(err) => return answer(log, err),
         }
     } else {
-        bytes
+        (bytes, None)
     };
     let path_and_query = parts.uri.path_and_query().map_or("/", |path| path.as_str());
     match app.upstream.send(parts.method.clone(), path_and_query, upstream_request(&parts.headers), body).await {
-        Ok(response) => relay(response, app.idle_timeout, log),
+        Ok(response) => relay(response, app.idle_timeout, log, on_usage),
         Err(err) => answer(log, err),
     }
 }
@@ -102,30 +103,38 @@ fn is_messages_route(parts: &Parts) -> bool {
     parts.method == Method::POST && matches!(parts.uri.path(), "/v1/messages" | "/v1/messages/count_tokens")
 }
 
-/// The body to send for a Messages request: the client's bytes, or with its `messages`
-/// compacted.
-async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Bytes, ProxyError> {
+/// The body to send for a Messages request (the client's bytes, or with its `messages`
+/// compacted), and what to do with the provider's count of its input tokens.
+async fn messages_body(
+    app: &App,
+    parts: &Parts,
+    bytes: Bytes,
+    log: &mut RequestLog,
+) -> Result<(Bytes, Option<OnUsage>), ProxyError> {
     if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
-        return Ok(untouched(app, log, "the body is compressed", bytes));
+        return Ok(unobserved(untouched(app, log, "the body is compressed", bytes)));
     }
     let parsed = RequestBody::parse(&bytes).map_err(|err| ProxyError::bad_request(err.to_string()))?;
     log.stream = parsed.raw("stream").is_some_and(|raw| raw.trim() == "true");
     if compaction_off(&parts.headers) {
-        return Ok(untouched(app, log, "x-contextfold: off", bytes));
+        return Ok(unobserved(untouched(app, log, "x-contextfold: off", bytes)));
     }
     let messages = match parsed.messages() {
         Ok(messages) => messages,
         Err(err) => {
             let note = format!("the compaction cannot read it: {err}");
-            return Ok(untouched(app, log, &note, bytes));
+            return Ok(unobserved(untouched(app, log, &note, bytes)));
         }
     };
     let preamble = match read_preamble(&parsed) {
         Ok(preamble) => preamble,
-        Err(why) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {why}"), bytes)),
+        Err(why) => {
+            let note = format!("the compaction cannot read it: {why}");
+            return Ok(unobserved(untouched(app, log, &note, bytes)));
+        }
     };
     if let Some(why) = server_side_compaction(&parsed, &messages) {
-        return Ok(untouched(app, log, why, bytes));
+        return Ok(unobserved(untouched(app, log, why, bytes)));
     }
     let identity = identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), &messages);
     log.session = Some(identity.session.clone());
@@ -148,11 +157,19 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
     };
     let slot = app.conversations.slot(identity.conversation);
     app.stats.set_conversations(app.conversations.len());
-    let outcome = {
+    let (outcome, call) = {
         let mut state = slot.lock().await;
-        compaction::prepare(&mut state, &app.settings, &request).await
+        let outcome = compaction::prepare(&mut state, &app.settings, &request).await;
+        (outcome, state.as_ref().map_or(0, ConversationState::calls))
     };
-    Ok(match outcome {
+    let observe: OnUsage = Box::new(move |tokens| {
+        tokio::spawn(async move {
+            if let Some(state) = slot.lock().await.as_ref() {
+                state.observe_usage(call, tokens);
+            }
+        });
+    });
+    let body = match outcome {
         Outcome::Unchanged { tokens, skipped } => {
             log.tokens_in = Some(tokens);
             log.tokens_out = Some(tokens);
@@ -170,9 +187,16 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
             Bytes::from(parsed.splice(&messages))
         }
         Outcome::Refused { why } => {
-            untouched(app, log, &format!("the compacted request would break a rule: {why}"), bytes)
+            let note = format!("the compacted request would break a rule: {why}");
+            return Ok(unobserved(untouched(app, log, &note, bytes)));
         }
-    })
+    };
+    Ok((body, Some(observe)))
+}
+
+/// A body sent without calibrating anything by its answer.
+fn unobserved(bytes: Bytes) -> (Bytes, Option<OnUsage>) {
+    (bytes, None)
 }
 
 /// Records that `bytes` go out as they came, and why.

@@ -7,6 +7,7 @@
 
 use crate::headers::client_response;
 use crate::log::RequestLog;
+use crate::usage::{OnUsage, UsageProbe};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -17,17 +18,23 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-/// The client's response for the upstream's `response`; `log` is written when it ends.
-pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog) -> Response {
+/// The client's response for the upstream's `response`; `log` is written when it ends, and
+/// `on_usage` learns the input tokens the upstream counted, when a successful, uncompressed
+/// answer states them.
+pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog, on_usage: Option<OnUsage>) -> Response {
     let status = response.status();
     log.status = status.as_u16();
     let headers = client_response(response.headers());
+    let readable = status.is_success() && !headers.contains_key(axum::http::header::CONTENT_ENCODING);
+    let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
+    let usage = on_usage.filter(|_| readable).and_then(|on_usage| UsageProbe::new(content_type, on_usage));
     let body = Relay {
         remaining: response.content_length(),
         inner: response.bytes_stream().boxed(),
         idle,
         deadline: Box::pin(tokio::time::sleep(idle)),
         log: Some(log),
+        usage,
         finished: false,
     };
     let mut out = Response::new(Body::from_stream(body));
@@ -46,12 +53,19 @@ struct Relay {
     deadline: Pin<Box<Sleep>>,
     /// Taken when the line is written.
     log: Option<RequestLog>,
+    /// Reads the provider's token count on the way.
+    usage: Option<UsageProbe>,
     /// Whether the body has ended (whole, cut or timed out).
     finished: bool,
 }
 
 impl Relay {
     fn end(&mut self, how: &str) {
+        if let Some(mut usage) = self.usage.take() {
+            if how == "complete" {
+                usage.finish();
+            }
+        }
         if let Some(log) = self.log.take() {
             log.emit(how);
         }
@@ -79,6 +93,9 @@ impl Stream for Relay {
                 this.deadline.as_mut().reset(next);
                 if let Some(log) = &mut this.log {
                     log.relayed(chunk.len());
+                }
+                if let Some(usage) = &mut this.usage {
+                    usage.feed(&chunk);
                 }
                 if let Some(remaining) = &mut this.remaining {
                     *remaining = remaining.saturating_sub(chunk.len() as u64);

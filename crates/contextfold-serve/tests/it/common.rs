@@ -242,25 +242,34 @@ pub fn tool_output(agent: &str, id: &str, chars: usize) -> String {
 }
 
 /// A script for agents: call `Read` on a file named after the agent and the turn, until
-/// `turns` assistant messages, then answer in text naming the agent.
+/// `turns` assistant messages, then answer in text naming the agent. Its usage counts a
+/// token per three bytes of the request, about what a tokenizer finds in these bodies.
 pub fn agent_script(turns: usize) -> impl Fn(&Recorded) -> Reply + Send + Sync + 'static {
+    agent_script_counting(turns, 1.0 / 3.0)
+}
+
+/// [`agent_script`], reporting `tokens_per_byte` of the request as its input tokens.
+pub fn agent_script_counting(
+    turns: usize,
+    tokens_per_byte: f64,
+) -> impl Fn(&Recorded) -> Reply + Send + Sync + 'static {
     move |request| {
+        let input_tokens = (request.body.len() as f64 * tokens_per_byte) as u64;
         let turn = script_turn(request);
         let body = request.json();
         let name = agent_name(&body);
         if turn >= turns {
-            return canned::message(
-                json!([{"type": "text", "text": format!("[{name}] done after {turn} turns")}]),
-                "end_turn",
-            );
+            let done = json!([{"type": "text", "text": format!("[{name}] done after {turn} turns")}]);
+            return canned::message_with_usage(done, "end_turn", input_tokens);
         }
-        canned::message(
+        canned::message_with_usage(
             json!([
                 {"type": "text", "text": format!("[{name}] reading file {turn}")},
                 {"type": "tool_use", "id": format!("toolu_{name}_{turn:03}"), "name": "Read",
                  "input": {"file_path": format!("/src/{name}/file_{turn}.rs")}}
             ]),
             "tool_use",
+            input_tokens,
         )
     }
 }

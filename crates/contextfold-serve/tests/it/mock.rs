@@ -509,8 +509,13 @@ pub mod canned {
 
     /// A whole (non-streamed) message with `content`.
     pub fn message(content: Value, stop_reason: &str) -> Reply {
+        message_with_usage(content, stop_reason, 1200)
+    }
+
+    /// A whole message whose `usage` says the request had `input_tokens`.
+    pub fn message_with_usage(content: Value, stop_reason: &str, input_tokens: u64) -> Reply {
         Reply::json(json!({"id": "msg_mock", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
             "content": content, "stop_reason": stop_reason, "stop_sequence": null,
-            "usage": {"input_tokens": 1200, "output_tokens": 42}}))
+            "usage": {"input_tokens": input_tokens, "output_tokens": 42}}))
     }
 }

@@ -189,3 +189,26 @@ async fn count_tokens_counts_what_will_be_sent() {
     let sent = mock.messages_requests().pop().unwrap();
     assert_eq!(sent.json()["messages"], counted_messages, "the next request sends what was counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_token_counts_calibrate_when_to_compact() {
+    // The same conversation against an upstream that counts a token per six bytes and one
+    // that counts twice as many: the second is nearer its window sooner, and compacts sooner.
+    let mut first_compaction = Vec::new();
+    for tokens_per_byte in [1.0 / 6.0, 1.0 / 3.0] {
+        let mock = Mock::start(crate::common::agent_script_counting(1_000, tokens_per_byte)).await;
+        let proxy = proxy(config(&mock.url())).await;
+        let client = client();
+        let mut agent = Agent::new(&format!("calibrated-{}", first_compaction.len()), "grow");
+        agent.output_chars = 3_000;
+        let mut calls = 0;
+        while proxy.stats.compactions() == 0 {
+            agent.step(&client, &proxy.url).await;
+            calls += 1;
+            assert!(calls < 100, "it compacts at last");
+        }
+        first_compaction.push(calls);
+        mock.assert_all_valid();
+    }
+    assert!(first_compaction[1] < first_compaction[0], "calls before the first compaction: {first_compaction:?}");
+}
