@@ -100,8 +100,10 @@ impl Upstream {
         body: Bytes,
     ) -> Result<reqwest::Response, ProxyError> {
         let url = self.target(path_and_query)?;
+        // A body, even an empty one, goes with the methods that carry one (and says its length).
+        let carries_body = !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
         let mut request = self.client.request(method, url).headers(headers);
-        if !body.is_empty() {
+        if carries_body {
             request = request.body(body);
         }
         match tokio::time::timeout(self.timeout, request.send()).await {
