@@ -6,5 +6,6 @@ mod compact_cli;
 mod compaction_cli;
 mod oversized_cli;
 mod plot_cli;
+mod responses_cli;
 mod serve_cli;
 mod store_cli;
