@@ -2,7 +2,7 @@
 //! the upstream receives starts with the previous one, block for block, and `system` and
 //! `tools` are the client's bytes on every call.
 
-use crate::common::{agent_script, client, config, extends, fields, proxy, raw_messages, Agent};
+use crate::common::{agent_script, client, config, extends, fields, notice, proxy, raw_messages, Agent};
 use crate::mock::Mock;
 
 const CALLS: usize = 200;
@@ -62,6 +62,11 @@ async fn long_conversation(breakpoints_moving: bool) {
         sent.last().unwrap().len()
     );
     assert_eq!(mock.assert_all_valid(), CALLS);
+    notice(&format!(
+        "{CALLS} calls (breakpoints moving: {breakpoints_moving}): {compactions} compactions, each the only prefix change; last request {} of the client's {} bytes",
+        last.body.len(),
+        sent.last().unwrap().len()
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
