@@ -466,7 +466,8 @@ pub struct EvictArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to write the evicted conversation, in the input's format (`-` for standard
-    /// output). Without it, the conversation goes to standard output unless --json is given.
+    /// output). Without it, the conversation goes to standard output when that is redirected
+    /// and --json is not given; on a terminal, a report and the shape of the result are shown.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Keep the N most recent tool results (the working set).
