@@ -35,7 +35,7 @@ pub enum Command {
     /// Check conversations against the provider's rules; optionally repair them.
     #[command(after_help = EXIT_CODES)]
     Validate(ValidateArgs),
-    /// Convert a conversation between the Anthropic and OpenAI formats.
+    /// Convert a conversation between the Anthropic, OpenAI Chat and OpenAI Responses formats.
     #[command(after_help = EXIT_CODES)]
     Convert(ConvertArgs),
     /// Count the tokens of a conversation, or of raw text with --text.
@@ -387,6 +387,8 @@ pub enum Target {
     Anthropic,
     /// OpenAI Chat Completions request JSON.
     Openai,
+    /// OpenAI Responses request JSON.
+    Responses,
 }
 
 impl Target {
@@ -395,6 +397,7 @@ impl Target {
         match self {
             Target::Anthropic => Format::Anthropic,
             Target::Openai => Format::OpenAi,
+            Target::Responses => Format::Responses,
         }
     }
 }

@@ -8,4 +8,5 @@ mod figures_cli;
 mod flags_cli;
 mod oversized_cli;
 mod plot_cli;
+mod responses_cli;
 mod store_cli;
