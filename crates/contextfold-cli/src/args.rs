@@ -74,6 +74,28 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+impl Command {
+    /// The tokenizer the command counts with, if it counts.
+    pub fn tokenizer(&self) -> Option<Tokenizer> {
+        let counting = match self {
+            Command::Stats(args) => &args.counting,
+            Command::Count(args) => &args.counting,
+            Command::Plan(args) => &args.counting,
+            Command::Evict(args) => &args.counting,
+            Command::Render(args) => &args.counting,
+            Command::Compact(args) => &args.counting,
+            Command::Replay(args) => &args.counting,
+            Command::Serve(args) => &args.counting,
+            Command::Validate(_)
+            | Command::Convert(_)
+            | Command::Recall(_)
+            | Command::Search(_)
+            | Command::Sessions(_) => return None,
+        };
+        Some(counting.tokenizer)
+    }
+}
+
 /// Where the store is when no path is given: under the working directory.
 pub const DEFAULT_STORE: &str = ".contextfold/store.db";
 
@@ -227,6 +249,40 @@ fn parse_tokens(text: &str) -> Result<u64, String> {
 
 fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
     name.parse().map_err(|err| format!("{err}"))
+}
+
+/// The budget a compaction aims for (`compact`, and `plan` to show where it would cut).
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Token budget for the result: an aim and a ceiling; folding whole turns often lands
+    /// under it [default: half of the input's tokens].
+    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target_fraction"], value_parser = parse_tokens)]
+    pub budget: Option<u64>,
+    /// The model's context window; the budget is --target-fraction of the window less --reserve.
+    #[arg(long, value_name = "W", value_parser = parse_tokens)]
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "16000", requires = "window", value_parser = parse_tokens)]
+    pub reserve: u64,
+    /// The share of the usable window (--window less --reserve) to aim for.
+    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.5",
+          value_parser = parse_fraction, requires = "window")]
+    pub target_fraction: f64,
+}
+
+/// What a compaction keeps verbatim and how big its summary may be (`compact`, `plan`).
+#[derive(Debug, Args)]
+pub struct CutArgs {
+    /// Keep at least the last N user turns verbatim.
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<usize>,
+    /// Keep a verbatim tail of at most K tokens [default: what the budget leaves after the
+    /// system prompt, tools, summary and first request].
+    #[arg(long = "max-tail-tokens", alias = "keep-tokens", value_name = "K", value_parser = parse_tokens)]
+    pub max_tail_tokens: Option<u64>,
+    /// The most tokens the summary may hold (and at most half the budget).
+    #[arg(long, value_name = "N", default_value = "4000", value_parser = parse_tokens)]
+    pub summary_tokens: u64,
 }
 
 /// Keeping what a command removes in a store.
@@ -414,19 +470,18 @@ pub struct PlanArgs {
     /// The conversation file (`-` for standard input).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Keep at least the last N user turns verbatim.
-    #[arg(long, value_name = "N")]
-    pub keep_turns: Option<usize>,
-    /// Keep a tail of at most K tokens verbatim [default: 16000 when no other limit is given].
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub cut: CutArgs,
     /// Keep a tail of at least K tokens verbatim.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = parse_tokens)]
     pub min_tail_tokens: Option<u64>,
     /// Fold the first user request too, instead of keeping it verbatim.
     #[arg(long)]
     pub no_pin_first: bool,
-    /// Do nothing unless the head holds at least this fraction of the tokens.
+    /// Show no cut unless the head to fold holds at least this fraction of the messages'
+    /// tokens (compact folds whatever it can once over its budget: 0).
     #[arg(long, value_name = "F", default_value = "0.1", value_parser = parse_fraction)]
     pub min_progress: f64,
     /// Print the plan as one JSON object.
@@ -445,21 +500,22 @@ pub struct EvictArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to write the evicted conversation, in the input's format (`-` for standard
-    /// output). Without it, the conversation goes to standard output unless --json is given.
+    /// output). Without it, the conversation goes to standard output when that is redirected
+    /// and --json is not given; on a terminal, a report and the shape of the result are shown.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Keep the N most recent tool results (the working set).
-    #[arg(long, value_name = "N", default_value = "5")]
-    pub keep: usize,
+    #[arg(long = "keep-tool-results", alias = "keep", value_name = "N", default_value = "5")]
+    pub keep_tool_results: usize,
     /// Also keep the most recent tool results holding up to K tokens.
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[arg(long = "keep-tool-tokens", alias = "keep-tokens", value_name = "K", value_parser = parse_tokens)]
+    pub keep_tool_tokens: Option<u64>,
     /// Evict nothing unless at least T tokens are freed (a cache rewrite must pay for itself).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub clear_at_least: Option<u64>,
     /// Stop evicting once the conversation holds at most T tokens.
-    #[arg(long, value_name = "T")]
-    pub target: Option<u64>,
+    #[arg(long = "target-tokens", alias = "target", value_name = "T", value_parser = parse_tokens)]
+    pub target_tokens: Option<u64>,
     /// Which agent's tool names to recognise.
     #[arg(long, default_value = "auto", value_parser = parse_preset,
           help = "Which agent's tool names to recognise: auto, claude-code, codex, openhands, swe-agent, generic")]
@@ -476,9 +532,9 @@ pub struct EvictArgs {
     /// Drop thinking blocks of all but the last N user turns (never in the current tool loop).
     #[arg(long, value_name = "N")]
     pub keep_thinking_turns: Option<usize>,
-    /// Also clip any tool output still over T tokens (the newest included) to its first and
-    /// last lines, with a marker naming its ref [default: no clipping].
-    #[arg(long, value_name = "T")]
+    /// Also clip any tool output still over T tokens (at least 96; the newest included) to its
+    /// first and last lines, with a marker naming its ref [default: no clipping].
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub max_tool_output: Option<u64>,
     /// Print the report as one JSON object.
     #[arg(long)]
@@ -518,35 +574,21 @@ pub struct CompactArgs {
     /// Write each compacted conversation into DIR under its own file name.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// Token budget for the result [default: half of the input's tokens].
-    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target"], value_parser = parse_tokens)]
-    pub budget: Option<u64>,
-    /// The model's context window; the budget is --target of the window less --reserve.
-    #[arg(long, value_name = "W", value_parser = parse_tokens)]
-    pub window: Option<u64>,
-    /// Tokens of the window kept free for the answer.
-    #[arg(long, value_name = "R", default_value = "16000", requires = "window", value_parser = parse_tokens)]
-    pub reserve: u64,
-    /// The share of the usable window to aim for.
-    #[arg(long, value_name = "F", default_value = "0.5", value_parser = parse_fraction, requires = "window")]
-    pub target: f64,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// auto (evict first, summarize only if needed), evict, or summarize.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: Strategy,
-    /// Keep at least the last N user turns verbatim.
-    #[arg(long, value_name = "N")]
-    pub keep_turns: Option<usize>,
-    /// Keep a verbatim tail of at most K tokens.
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[command(flatten)]
+    pub cut: CutArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
-    /// The most tokens the summary may hold (and at most half the budget).
-    #[arg(long, value_name = "N", default_value = "4000")]
-    pub summary_tokens: u64,
-    /// Clip a single tool output over T tokens [default: 10% of the budget]; 0 turns clipping off.
-    #[arg(long, value_name = "T")]
+    /// Clip a single tool output over T tokens (at least 96) [default: 10% of the budget].
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub max_tool_output: Option<u64>,
+    /// Never clip tool outputs, even when the result stays over the budget.
+    #[arg(long, conflicts_with = "max_tool_output")]
+    pub no_clip: bool,
     /// Write LLM summaries in this language.
     #[arg(long, value_name = "LANGUAGE")]
     pub language: Option<String>,
@@ -596,8 +638,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "F", default_value = "0.8", value_parser = parse_fraction)]
     pub trigger: f64,
     /// contextfold compacts to this share of the usable window.
-    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
-    pub target: f64,
+    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.3",
+          value_parser = parse_fraction)]
+    pub target_fraction: f64,
     #[command(flatten)]
     pub llm: LlmArgs,
     /// Print the results as JSON: one object per window and strategy, summed over files.

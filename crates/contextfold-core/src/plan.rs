@@ -11,7 +11,7 @@
 use crate::boundary::{boundaries, Boundary};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::summary::split_summary;
-use crate::tokens::{count_block, count_message, TokenCounter};
+use crate::tokens::{count_block, count_message, Thousands, TokenCounter};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -77,7 +77,8 @@ pub struct Plan {
     pub pinned_tokens: u64,
     /// Tokens of the tail.
     pub tail_tokens: u64,
-    /// Tokens of all messages.
+    /// Tokens of all messages (a part of the conversation's total, which also counts the
+    /// system prompt and tools).
     pub total_tokens: u64,
     /// Constraints that could not all be met, one sentence each.
     pub notes: Vec<String>,
@@ -123,13 +124,20 @@ impl fmt::Display for NoCut {
         match self {
             NoCut::NoBoundary => f.write_str("the conversation has no safe cut point"),
             NoCut::KeepTurns(turns) => write!(f, "keeping the last {turns} user turn(s) leaves nothing to fold"),
-            NoCut::KeepTokens(tokens) => write!(f, "keeping at least {tokens} tail tokens leaves nothing to fold"),
-            NoCut::Fits { tokens, max_tail_tokens } => {
-                write!(f, "the conversation's {tokens} tokens already fit the tail budget of {max_tail_tokens}")
+            NoCut::KeepTokens(tokens) => {
+                write!(f, "keeping at least {} tail tokens leaves nothing to fold", Thousands(*tokens))
             }
+            NoCut::Fits { tokens, max_tail_tokens } => write!(
+                f,
+                "the messages that could be folded hold {} tokens, within the tail budget of {}",
+                Thousands(*tokens),
+                Thousands(*max_tail_tokens)
+            ),
             NoCut::TooLittle { head_tokens, total_tokens, min_progress } => write!(
                 f,
-                "the head would hold {head_tokens} of {total_tokens} tokens, less than the minimum of {:.0}%",
+                "the head would hold {} of the messages' {} tokens, less than the minimum of {:.0}%",
+                Thousands(*head_tokens),
+                Thousands(*total_tokens),
                 min_progress * 100.0
             ),
         }
@@ -215,13 +223,15 @@ pub fn plan_with_counts(
                     let cut = fitting.or(cuts.last()).copied().ok_or(NoCut::NoBoundary)?;
                     if cut.index > upper {
                         notes.push(format!(
-                            "the tail budget of {max} tokens overrides keeping the requested turns or tokens"
+                            "the tail budget of {} tokens overrides keeping the requested turns or tokens",
+                            Thousands(max)
                         ));
                     }
                     if suffix[cut.index] > max {
                         notes.push(format!(
-                            "the smallest safe tail holds {} tokens, over the budget of {max}",
-                            suffix[cut.index]
+                            "the smallest safe tail holds {} tokens, over the budget of {}",
+                            Thousands(suffix[cut.index]),
+                            Thousands(max)
                         ));
                     }
                     cut

@@ -23,6 +23,10 @@ use std::process::ExitCode;
 
 /// Runs the command and decides the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // An exact tokenizer's vocabulary loads on the second core while the input is read.
+    if let Some(tokenizer) = cli.command.tokenizer() {
+        std::thread::spawn(move || tokenizer.warm_up());
+    }
     match cli.command {
         Command::Stats(args) => stats::run(args),
         Command::Validate(args) => validate::run(args),

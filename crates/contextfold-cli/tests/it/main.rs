@@ -4,6 +4,8 @@ mod cli;
 mod common;
 mod compact_cli;
 mod compaction_cli;
+mod figures_cli;
+mod flags_cli;
 mod oversized_cli;
 mod plot_cli;
 mod responses_cli;
