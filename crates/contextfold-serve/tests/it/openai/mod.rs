@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod canned;
 mod chat;
+mod clients;
 mod responses;
 mod routing;
 
