@@ -137,8 +137,8 @@ impl Stats {
     }
 
     /// Conversation requests forwarded as they came for a reason of their own (compaction
-    /// turned off, server-side compaction, a body the compaction cannot read, a compacted
-    /// request that would break a rule of the API).
+    /// turned off, server-side compaction or history the server holds, a body the
+    /// compaction cannot read, a compacted request that would break a rule of the API).
     pub fn untouched(&self) -> u64 {
         self.untouched.load(Ordering::Relaxed)
     }
