@@ -9,6 +9,7 @@ mod corpus;
 mod faults;
 mod identity;
 mod mock;
+mod replay_cost;
 mod sdk;
 mod security;
 mod sessions;
