@@ -212,6 +212,7 @@ mod tests {
                 kind: ActionKind::FileEdit,
                 what: "x".into(),
                 message: 2,
+                deleted: false,
             }],
             errors: vec![ErrorSeen {
                 tool: "Bash".into(),

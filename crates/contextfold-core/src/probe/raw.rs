@@ -142,15 +142,12 @@ fn failure_line(result: &ToolResult) -> Option<String> {
         return None;
     }
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty() && !is_wrapper(line)).collect();
-    if let Some(start) = lines.iter().position(|line| line.starts_with("Traceback (most recent call last)")) {
-        // The exception line: the first line after the frames that is not a frame or code.
-        let exception = lines[start + 1..]
-            .iter()
-            .find(|line| !line.starts_with("File \"") && line.contains(':') && !line.starts_with('^'))
-            .or(lines.last());
-        if let Some(line) = exception {
-            return Some(line.to_string());
-        }
+    // The exception line: the first line after the traceback's header at the left margin
+    // (frames and code are indented).
+    let mut after_header =
+        text.lines().skip_while(|line| !line.trim_start().starts_with("Traceback (most recent call last)")).skip(1);
+    if let Some(line) = after_header.find(|line| !line.trim().is_empty() && !line.starts_with(char::is_whitespace)) {
+        return Some(line.trim().to_string());
     }
     const CUES: [&str; 12] = [
         "error",

@@ -212,3 +212,45 @@ fn progress_counts_every_call_replayed() {
     let steps: usize = results.iter().map(|result| result.steps).sum();
     assert_eq!(calls.load(Ordering::Relaxed), steps);
 }
+
+/// Regression (super-linear replay: 10 s at 10k messages, 79 s at 20k, 495 s at 40k with
+/// `none`): a step hands over what changed, not the whole request, so the work per call does
+/// not grow with the session. The timing is measured by `cargo bench --bench replay`.
+#[test]
+fn replay_steps_hand_over_only_what_changed() {
+    use contextfold::core::Message;
+    let counter = Tokenizer::Estimate.counter();
+    let handed_over = |length: usize, name: &str| {
+        let messages: Vec<Message> = (0..length)
+            .map(|index| {
+                let role = if index % 2 == 0 { Role::User } else { Role::Assistant };
+                Message::text(role, format!("message {index} of the session"))
+            })
+            .collect();
+        let setting = Setting {
+            window: 16_000,
+            reserve: 4_000,
+            system: None,
+            tools: None,
+            counter,
+            compactor: Compactor::default().with_counter(counter),
+            trigger: 0.8,
+            target: 0.3,
+        };
+        let mut strategy = strategy(name, &setting).unwrap();
+        let mut total = 0;
+        for call in (1..length).filter(|&index| messages[index].role == Role::Assistant) {
+            total += runtime().block_on(strategy.step(&messages[..call])).appended.len();
+        }
+        total
+    };
+    // `none` hands over each new message once: 2,000 messages, 1,000 calls, 1,999 messages.
+    assert_eq!(handed_over(2_000, "none"), 1_999);
+    // Doubling the session about doubles what every strategy hands over (compactions start
+    // only once the window fills, so a little more); a whole request per call would
+    // quadruple it.
+    for name in ["none", "contextfold", "mask-10", "anthropic-clear", "truncate"] {
+        let (short, long) = (handed_over(1_000, name), handed_over(2_000, name));
+        assert!(long <= short * 5 / 2, "{name}: {short} messages for 1,000, {long} for 2,000");
+    }
+}
