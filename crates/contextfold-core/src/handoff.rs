@@ -39,6 +39,10 @@ const CURRENT: usize = 6;
 /// How long a fixed error's bullet gets before any error is dropped.
 const FIXED_ERROR_CHARS: usize = 120;
 
+/// How the count of fixed errors left out for room ends; a count is made afresh at each
+/// fit, never merged.
+const NOT_SHOWN: &str = "fixed later, not shown";
+
 /// How the next step is marked after the opening of the last assistant text.
 const NEXT: &str = "Next: ";
 
@@ -196,10 +200,11 @@ fn sort_errors(bullets: &mut [String]) {
 }
 
 /// Whether a bullet of an earlier summary is a copy of a summary or of harness text (what
-/// older summaries could quote as a request): such bullets are dropped when merging.
+/// older summaries could quote as a request), or a count of errors left out: such bullets
+/// are dropped when merging.
 fn is_stale_copy(bullet: &str) -> bool {
     let unquoted = bullet.trim_start_matches(FIRST_REQUEST).trim_matches('"');
-    bullet.contains(SUMMARY_PREFIX) || harness_family(unquoted).is_some()
+    bullet.contains(SUMMARY_PREFIX) || harness_family(unquoted).is_some() || bullet.ends_with(NOT_SHOWN)
 }
 
 /// Parses a handoff back into its sections' bullets; `None` when `text` is not a handoff.
@@ -298,7 +303,12 @@ fn render(sections: &[Vec<String>], earlier: Option<&str>) -> String {
         }
         out.push_str(&format!("## {}\n", SECTIONS[index]));
         for bullet in bullets {
-            out.push_str(&format!("- {}\n", strip_list_marker(bullet)));
+            // A bullet that opens like a list item is quoted, never doubled, and kept verbatim.
+            if strip_list_marker(bullet).len() != bullet.trim_start().len() {
+                out.push_str(&format!("- \"{bullet}\"\n"));
+            } else {
+                out.push_str(&format!("- {bullet}\n"));
+            }
         }
         out.push('\n');
     }
@@ -372,7 +382,7 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
             }
         }
         if index == ERRORS && dropped_fixed > 0 {
-            bullets.push(format!("{dropped_fixed} earlier error(s) fixed later, not shown"));
+            bullets.push(format!("{dropped_fixed} earlier error(s) {NOT_SHOWN}"));
         }
     }
     let text = render(sections, earlier);
