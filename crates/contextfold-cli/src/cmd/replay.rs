@@ -96,7 +96,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         counter,
                         compactor: compactor.clone(),
                         trigger: args.trigger,
-                        target: args.target,
+                        target: args.target_fraction,
                         progress: progress
                             .clone()
                             .map(|progress| Arc::new(move || progress.tick()) as Arc<dyn Fn() + Send + Sync>),

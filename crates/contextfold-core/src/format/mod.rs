@@ -6,6 +6,7 @@
 
 pub mod claude_code;
 pub mod openai;
+pub mod responses;
 
 use crate::conversation::{Conversation, ModelError};
 use serde_json::Value;
@@ -20,6 +21,8 @@ pub enum Format {
     Anthropic,
     /// OpenAI Chat Completions request JSON (or an array of its messages).
     OpenAi,
+    /// OpenAI Responses request JSON (or an array of its input items).
+    Responses,
     /// Claude Code session log (JSON Lines); read only.
     ClaudeCode,
 }
@@ -30,6 +33,7 @@ impl Format {
         match self {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
+            Format::Responses => "responses",
             Format::ClaudeCode => "claude-code",
         }
     }
@@ -57,8 +61,9 @@ impl FromStr for Format {
         match name {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
+            "responses" => Ok(Format::Responses),
             "claude-code" => Ok(Format::ClaudeCode),
-            other => Err(format!("unknown format `{other}` (expected anthropic, openai or claude-code)")),
+            other => Err(format!("unknown format `{other}` (expected anthropic, openai, responses or claude-code)")),
         }
     }
 }
@@ -103,11 +108,19 @@ pub enum FormatError {
     /// The JSON does not have the shape of a conversation.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A Responses input item does not have the shape of one.
+    #[error("input item {index}: {message}")]
+    Item {
+        /// Index of the item in `input`.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The input matches no format we know.
     #[error("{0}")]
     Unrecognized(String),
     /// The format cannot be written.
-    #[error("the {0} format can be read but not written; write anthropic or openai")]
+    #[error("the {0} format can be read but not written; write anthropic, openai or responses")]
     ReadOnly(Format),
 }
 
@@ -128,8 +141,10 @@ impl FormatError {
 ///
 /// A single JSON value is OpenAI when its messages use OpenAI-only roles or fields
 /// (`system`/`developer`/`tool` roles, `tool_calls`, `tool_call_id`, `image_url` parts),
-/// and Anthropic otherwise (plain user/assistant strings read the same in both). Text that
-/// is several JSON objects, one a line, is a Claude Code log.
+/// and Anthropic otherwise (plain user/assistant strings read the same in both). It is
+/// Responses when it has `input` or `instructions` and no `messages`, or items of types no
+/// other format has ([`responses::looks_like_responses`]). Text that is several JSON
+/// objects, one a line, is a Claude Code log.
 pub fn detect(text: &str) -> Result<Format, FormatError> {
     let text = strip_bom(text);
     match serde_json::from_str::<Value>(text) {
@@ -145,6 +160,9 @@ pub fn detect(text: &str) -> Result<Format, FormatError> {
 }
 
 fn detect_value(value: &Value) -> Format {
+    if responses::looks_like_responses(value) {
+        return Format::Responses;
+    }
     let messages = match value {
         Value::Array(messages) => Some(messages),
         Value::Object(map) => map.get("messages").and_then(Value::as_array),
@@ -179,20 +197,33 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
     let conversation = match format {
         Format::Anthropic => Conversation::from_value(value)?,
         Format::OpenAi => openai::from_value(value)?,
+        Format::Responses => responses::from_value(value)?,
         Format::ClaudeCode => unreachable!("handled above"),
     };
     Ok(Parsed { conversation, format, layout, notes: Vec::new() })
 }
 
 /// Writes `conversation` as `format` in `layout`, as a JSON value.
+///
+/// A conversation read as Responses and written in another format is first made
+/// [`responses::portable`].
 pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> Result<Value, FormatError> {
+    let portable;
+    let conversation = if format != Format::Responses && responses::is_native(conversation) {
+        portable = responses::portable(conversation);
+        &portable
+    } else {
+        conversation
+    };
     let value = match format {
         Format::Anthropic => conversation.to_value(),
         Format::OpenAi => openai::to_value(conversation),
+        Format::Responses => responses::to_value(conversation),
         Format::ClaudeCode => return Err(FormatError::ReadOnly(format)),
     };
+    let list = if format == Format::Responses { "input" } else { "messages" };
     Ok(match (layout, value) {
-        (Layout::Array, Value::Object(mut map)) => map.remove("messages").unwrap_or(Value::Array(Vec::new())),
+        (Layout::Array, Value::Object(mut map)) => map.remove(list).unwrap_or(Value::Array(Vec::new())),
         (_, value) => value,
     })
 }
