@@ -85,6 +85,7 @@ impl Command {
             Command::Render(args) => &args.counting,
             Command::Compact(args) => &args.counting,
             Command::Replay(args) => &args.counting,
+            Command::Serve(args) => &args.counting,
             Command::Validate(_)
             | Command::Convert(_)
             | Command::Recall(_)
