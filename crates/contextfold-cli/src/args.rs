@@ -99,14 +99,20 @@ impl Command {
 /// Where the store is when no path is given: under the working directory.
 pub const DEFAULT_STORE: &str = ".contextfold/store.db";
 
+/// The variable naming the store (a path or a `postgres://` URL) when `--store` names none.
+pub const STORE_VARIABLE: &str = "CONTEXTFOLD_STORE_URL";
+
 const STORE_HELP: &str = "\
-The store is a SQLite file written by compact --store and evict --store. These commands
-only read it (sessions rm deletes); they never create one.
+The store is a SQLite file or a PostgreSQL database (--store postgres://user@host/db),
+written by compact --store and evict --store; without --store it is the one
+CONTEXTFOLD_STORE_URL names, else .contextfold/store.db. These commands only read it
+(sessions rm deletes); they never create one. Messages show a URL without its password.
 
 Exit codes:
   0  success
-  2  usage or input error: no store at the path, a file that is not a contextfold store,
-     an unknown ref or session, a store locked by another process past the timeout";
+  2  usage or input error: no store at the path or in the database, a file that is not a
+     contextfold store, an unknown ref or session, a store locked by another process past
+     the timeout, a PostgreSQL server that cannot be reached or refuses the login";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -181,18 +187,22 @@ Exit codes:
   2  usage or input error, or a summarizer failure with --strategy summarize";
 
 const SERVE_HELP: &str = "\
-Start it, then point any Anthropic client at it:
+Start it, then point any Anthropic or OpenAI client (or Codex CLI) at it:
   contextfold serve
   export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+  export OPENAI_BASE_URL=http://127.0.0.1:8787/v1
 
-Every request goes to --upstream with its headers (keys included) and is answered with the
-upstream's status, headers and body, streams relayed as they arrive. On POST /v1/messages
-and /v1/messages/count_tokens only `messages` may change, and only when the conversation
-needs compacting; the same compacted prefix is then resent until the next compaction.
-A request with the header `x-contextfold: off` is forwarded as it came.
+Every request goes to its API's upstream (--upstream, or --upstream-openai for Chat
+Completions, the Responses API and OpenAI's other paths) with its headers (keys included)
+and is answered with the upstream's status, headers and body, streams relayed as they
+arrive. On POST /v1/messages and /v1/messages/count_tokens, /v1/chat/completions and
+/v1/responses only `messages` (or `input`) may change, and only when the conversation needs
+compacting; the same compacted prefix is then resent until the next compaction. A Responses
+request that continues a stored response (previous_response_id) is forwarded as it came, and
+so is a request with the header `x-contextfold: off`.
 
-The window is --window, else the model's (a table of current Claude models; 1m for Sonnet 4
-and 4.5 with the context-1m-2025-08-07 beta), else 200k.
+The window is --window, else the model's (a table of current Claude and OpenAI models; 1m
+for Sonnet 4 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
 
 One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.
@@ -307,10 +317,11 @@ pub struct CutArgs {
 #[derive(Debug, Args)]
 pub struct PersistArgs {
     /// Keep the original history and every removed payload, summary and report in this store
-    /// (a SQLite file), so they can be recalled, searched and exported [default path:
+    /// (a SQLite file, or a PostgreSQL database as postgres://user@host/db), so they can be
+    /// recalled, searched and exported [default: $CONTEXTFOLD_STORE_URL, else
     /// .contextfold/store.db].
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE)]
-    pub store: Option<PathBuf>,
+    #[arg(long, value_name = "PATH|URL", num_args = 0..=1)]
+    pub store: Option<Option<PathBuf>>,
     /// Append to this stored session instead of creating one (one input file).
     #[arg(long, value_name = "ID", requires = "store")]
     pub session: Option<String>,
@@ -328,9 +339,10 @@ pub struct PersistArgs {
 /// The store a reading command opens.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The store file.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_STORE, global = true)]
-    pub store: PathBuf,
+    /// The store: a SQLite file, or a PostgreSQL database as postgres://user@host/db
+    /// [default: $CONTEXTFOLD_STORE_URL, else .contextfold/store.db].
+    #[arg(long, value_name = "PATH|URL", global = true)]
+    pub store: Option<PathBuf>,
 }
 
 /// `contextfold recall`.
@@ -687,9 +699,14 @@ pub struct ServeArgs {
     /// The address to listen on. Any address but loopback needs --allow-remote and a token.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
     pub listen: std::net::SocketAddr,
-    /// The API every request is forwarded to (requests cannot name another host).
+    /// The Anthropic API requests are forwarded to (requests cannot name another host).
     #[arg(long, value_name = "URL", default_value = "https://api.anthropic.com")]
     pub upstream: String,
+    /// The OpenAI API (or an OpenAI-compatible server) Chat Completions, Responses and
+    /// OpenAI's other requests are forwarded to: a base URL ending in /v1, as OpenAI
+    /// clients' base URLs do.
+    #[arg(long, value_name = "URL", default_value = "https://api.openai.com/v1")]
+    pub upstream_openai: String,
     /// Accept connections from other machines (with --listen on a non-loopback address).
     #[arg(long)]
     pub allow_remote: bool,
@@ -789,10 +806,12 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let bare = parsed(&["contextfold", "compact", "a.json", "--store"]);
-        assert_eq!(bare.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+        assert_eq!(bare.store, Some(None), "the default store");
         assert!(!bare.no_redact);
         let given = parsed(&["contextfold", "compact", "a.json", "--store", "s.db", "--no-redact"]);
-        assert_eq!(given.store.as_deref(), Some(std::path::Path::new("s.db")));
+        assert_eq!(given.store, Some(Some(PathBuf::from("s.db"))));
+        let url = parsed(&["contextfold", "compact", "a.json", "--store=postgres://ada@db/agents"]);
+        assert_eq!(url.store, Some(Some(PathBuf::from("postgres://ada@db/agents"))));
         assert!(given.no_redact);
         assert_eq!(parsed(&["contextfold", "compact", "a.json"]).store, None);
         // Without a store there is nothing to append to or recall from; --no-redact also
@@ -810,7 +829,7 @@ mod tests {
             ["contextfold", "sessions", "rm", "x", "--store", "s.db"],
         ] {
             match Cli::try_parse_from(args).map(|cli| cli.command) {
-                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, PathBuf::from("s.db")),
+                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, Some(PathBuf::from("s.db"))),
                 other => panic!("{other:?}"),
             }
         }
@@ -824,6 +843,7 @@ mod tests {
         };
         assert_eq!(serve.listen, "127.0.0.1:8787".parse().unwrap());
         assert_eq!(serve.upstream, "https://api.anthropic.com");
+        assert_eq!(serve.upstream_openai, "https://api.openai.com/v1");
         assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
         assert_eq!(serve.max_body, 32 * 1024 * 1024);
         assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));

@@ -5,7 +5,7 @@ use crate::conversation::{
     Block, ContentShape, Conversation, Extra, Media, Message, Role, System, Text, Thinking, ToolResult,
     ToolResultContent, ToolUse,
 };
-use crate::format::FormatError;
+use crate::format::{FormatError, Spans};
 use serde_json::{json, Map, Value};
 
 /// How a tool call item names its id, tool and input.
@@ -86,7 +86,7 @@ enum Side {
     Either,
 }
 
-pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
+pub(super) fn read(value: Value) -> Result<(Conversation, Spans), FormatError> {
     let mut extra = Extra::new();
     let mut order = Vec::new();
     let mut instructions = None;
@@ -124,6 +124,7 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
     };
     extra.insert(LAYOUT_KEY.into(), json!({"order": order}));
     let mut reader = Reader { leading: true, ..Reader::default() };
+    let mut spans = Spans::default();
     match input {
         Input::Text(text) => {
             let layout = Layout { string_input: true, ..Layout::default() };
@@ -137,6 +138,7 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
         Input::Items(items) => {
             for (index, item) in items.into_iter().enumerate() {
                 reader.item(index, item)?;
+                spans.record(index, reader.messages.len());
             }
         }
     }
@@ -152,7 +154,7 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
             Some(System::Blocks(blocks))
         }
     };
-    Ok(Conversation { system, messages: reader.messages, tools, extra })
+    Ok((Conversation { system, messages: reader.messages, tools, extra }, spans))
 }
 
 enum Input {
