@@ -24,7 +24,7 @@ use contextfold_core::extract::extract;
 use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
-use contextfold_core::summary::{assemble, split_summary, summary_block, with_recall_note};
+use contextfold_core::summary::{split_summary, summary_block, with_recall_note};
 use contextfold_core::tokens::{TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
 use serde::Serialize;
@@ -466,7 +466,7 @@ impl Compactor {
                         report.turns_folded =
                             head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
                         report.messages_folded = head.len();
-                        work = assemble(&work, Some(&summary), &plan.pinned, plan.tail(&work));
+                        work = plan.assemble(&work, Some(&summary));
                         steps.push("summarize");
                     }
                     Err(reason) => {
