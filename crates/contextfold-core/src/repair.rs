@@ -41,7 +41,8 @@ impl fmt::Display for Fix {
 /// Repairs `conversation` in place and returns the fixes applied, in order.
 ///
 /// Afterwards [`crate::validate()`] accepts the conversation, unless it has no messages at
-/// all (there is nothing to repair from).
+/// all (there is nothing to repair from) or a tool call's `input` is not an object (only
+/// its author knows what it should have been).
 pub fn repair(conversation: &mut Conversation) -> Vec<Fix> {
     let mut fixes = Vec::new();
     let messages = &mut conversation.messages;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 pub fn run(args: RecallArgs) -> anyhow::Result<ExitCode> {
     let path = &args.store.store;
-    let store = super::store::open_existing(path)?;
+    let store = super::store::open_read_only(path)?;
     let Some(payload) = store.recall(&args.reference).map_err(|err| super::store::error(path, err))? else {
         bail!("no payload `{}` in store {}", args.reference, path.display());
     };

@@ -177,7 +177,7 @@ fn replay_file(
     args: &ReplayArgs,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<FileResult> {
-    let parsed = contextfold::input::load(file, args.input.format)?;
+    let parsed = contextfold::input::load_with(file, args.input.format, &super::read_options(&args.input))?;
     let shown = contextfold::input::Shown(file.to_path_buf()).to_string();
     let results = runtime
         .block_on(replay(&parsed.conversation, config))

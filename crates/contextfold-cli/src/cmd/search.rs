@@ -30,8 +30,12 @@ impl<'a> From<&'a Hit> for JsonHit<'a> {
 
 pub fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let path = &args.store.store;
-    let store = super::store::open_existing(path)?;
+    let store = super::store::open_read_only(path)?;
     let query = args.query.join(" ");
+    if let Some(session) = &args.session {
+        // An unknown session is an error, not a search with no matches.
+        store.session_meta(session).map_err(|err| super::store::error(path, err))?;
+    }
     let hits =
         store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(path, err))?;
     if args.json {

@@ -6,7 +6,7 @@ use anyhow::bail;
 use contextfold::core::format::{Format, Layout};
 use contextfold::core::Conversation;
 use contextfold::input;
-use contextfold::store::{Origin, SessionInfo, SessionStore, SqliteStore};
+use contextfold::store::{Origin, SessionInfo, SessionStore, SqliteStore, SCHEMA_VERSION};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,7 +25,9 @@ struct JsonSession<'a> {
 
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     let path = &args.store.store;
-    let store = super::store::open_existing(path)?;
+    // Only `rm` and `upgrade` write; the rest open the store read-only.
+    let writes = matches!(args.action, Some(SessionsAction::Rm { .. } | SessionsAction::Upgrade));
+    let store = if writes { super::store::open_existing(path)? } else { super::store::open_read_only(path)? };
     let fail = |err| super::store::error(path, err);
     match &args.action {
         None => list(&store, path, args.json),
@@ -47,6 +49,11 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
                 bail!("no session `{id}` in store {}", path.display());
             }
             eprintln!("deleted session {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        // Opening it read-write brought it up to date.
+        Some(SessionsAction::Upgrade) => {
+            eprintln!("store {} is at schema {SCHEMA_VERSION}", path.display());
             Ok(ExitCode::SUCCESS)
         }
     }

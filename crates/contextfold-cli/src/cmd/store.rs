@@ -7,18 +7,30 @@ use contextfold::redact::Redactor;
 use contextfold::store::{record, Compaction, Destination, SessionId, SqliteStore, StoreError};
 use std::path::{Path, PathBuf};
 
-/// `err` as a one-line error that names the store file.
+/// `err` as one sentence that names the store file and, where it helps, what to do.
 pub fn error(path: &Path, err: StoreError) -> anyhow::Error {
+    let path = path.display();
     match err {
-        // These do not name the file themselves.
-        StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) => {
-            anyhow::Error::new(err).context(format!("store {}", path.display()))
+        StoreError::Corrupt(detail) => anyhow::anyhow!(
+            "the store {path} is damaged: {detail}; check it with `sqlite3 {path} \"PRAGMA integrity_check\"` and \
+             restore it from a copy"
+        ),
+        StoreError::UnknownSession(id) => {
+            anyhow::anyhow!("no session `{id}` in store {path} (`contextfold sessions --store {path}` lists them)")
         }
+        StoreError::Invalid(detail) => anyhow::anyhow!("store {path}: {detail}"),
+        // Said once: rusqlite's error restates SQLite's message with its code as its source.
+        StoreError::Sqlite { source, .. } => anyhow::anyhow!("store {path}: SQLite failed: {source}"),
         err => err.into(),
     }
 }
 
-/// Opens an existing store for a reading command; a missing file stays missing.
+/// Opens an existing store for a reading command: read-only, never created or migrated.
+pub fn open_read_only(path: &Path) -> anyhow::Result<SqliteStore> {
+    SqliteStore::open_read_only(path).map_err(|err| error(path, err))
+}
+
+/// Opens an existing store for a command that changes it (and upgrades its schema).
 pub fn open_existing(path: &Path) -> anyhow::Result<SqliteStore> {
     SqliteStore::open_existing(path).map_err(|err| error(path, err))
 }

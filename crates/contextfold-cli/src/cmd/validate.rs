@@ -2,7 +2,9 @@
 
 use crate::args::ValidateArgs;
 use crate::output;
+use crate::progress::Progress;
 use contextfold::core::stats::ProblemView;
+use contextfold::core::validate::warnings;
 use contextfold::core::{repair, validate};
 use contextfold::input::{self, Shown};
 use serde::Serialize;
@@ -13,6 +15,7 @@ struct Report<'a> {
     file: String,
     valid: bool,
     problems: Vec<ProblemView>,
+    warnings: Vec<ProblemView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     fixes: Option<Vec<String>>,
     notes: &'a [String],
@@ -26,7 +29,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut invalid = false;
     for path in &args.files {
         let shown = Shown(path.clone());
-        let mut parsed = match super::load(path, args.input.format) {
+        let progress = Progress::start(&shown.to_string());
+        let mut parsed = match super::load_showing(path, &args.input, Some(&progress)) {
             Ok(parsed) => parsed,
             Err(err) => {
                 eprintln!("contextfold: {err}");
@@ -34,7 +38,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        progress.phase("validating");
         let mut problems = validate(&parsed.conversation);
+        let warnings = warnings(&parsed.conversation);
         let mut fixes = None;
         if args.repair {
             let applied = repair(&mut parsed.conversation);
@@ -44,12 +50,14 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             }
             fixes = Some(applied.iter().map(ToString::to_string).collect::<Vec<_>>());
         }
+        drop(progress);
         invalid |= !problems.is_empty();
         if args.json {
             output::json_line(&Report {
                 file: shown.to_string(),
                 valid: problems.is_empty(),
                 problems: problems.iter().map(ProblemView::from).collect(),
+                warnings: warnings.iter().map(ProblemView::from).collect(),
                 fixes,
                 notes: &parsed.notes,
             })?;
@@ -59,6 +67,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         let mut report = String::new();
         for fix in fixes.iter().flatten() {
             report.push_str(&format!("{shown}: fixed: {fix}\n"));
+        }
+        for warning in &warnings {
+            report.push_str(&format!("{shown}: warning: {warning}\n"));
         }
         if problems.is_empty() {
             report.push_str(&format!("{shown}: valid\n"));

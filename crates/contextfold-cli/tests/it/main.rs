@@ -4,6 +4,7 @@ mod cli;
 mod common;
 mod compact_cli;
 mod compaction_cli;
+mod hardening_cli;
 mod oversized_cli;
 mod plot_cli;
 mod store_cli;

@@ -167,9 +167,10 @@ pub(crate) fn explain_json(err: &serde_json::Error) -> String {
     said.to_string()
 }
 
-/// Guesses the format of `text` from its content (see [`detect`](self#) for the markers):
-/// a single JSON value is Anthropic or OpenAI, several JSON objects one a line a Claude
-/// Code log.
+/// Guesses the format of `text` from its content: a single JSON value is Anthropic or
+/// OpenAI, decided from markers only one format has before role names (a top-level
+/// `system`, OpenAI-only fields, typed Anthropic blocks, then `tool`/`developer` roles or
+/// a leading `system` message); several JSON objects one a line are a Claude Code log.
 pub fn detect(text: &str) -> Result<Format, FormatError> {
     let text = strip_bom(text);
     let (text, _) = surrogates::replace_lone_surrogates(text);

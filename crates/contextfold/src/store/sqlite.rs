@@ -5,6 +5,11 @@
 //! Writers wait for each other twice over: SQLite's busy timeout, and a retry of the steps
 //! that report "busy" without waiting on it (switching to WAL while another process opens
 //! the file, a write lock taken while another process recovers the WAL).
+//!
+//! Readers change nothing: [`SqliteStore::open_read_only`] opens the file read-only, never
+//! switches its journal or migrates it (an older schema is an error that says to upgrade),
+//! and works on a read-only file system. A damaged file is reported as such
+//! ([`StoreError::Corrupt`]), whatever SQLite or a column read tripped over.
 
 use super::{
     aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
@@ -139,15 +144,38 @@ impl SqliteStore {
         SqliteStore::connect(path, Create::Yes)
     }
 
-    /// Opens the store at `path` only if it exists and is a contextfold store: readers must
-    /// not leave a new file behind a mistyped path, nor turn an empty file into a store.
+    /// Opens the store at `path` only if it exists and is a contextfold store, read-write and
+    /// brought up to date: a writer must not leave a new file behind a mistyped path, nor turn
+    /// an empty file into a store.
     pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        match std::fs::metadata(&path) {
-            Ok(_) => SqliteStore::connect(path, Create::No),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing { path }),
-            Err(source) => Err(StoreError::Io { path, source }),
+        check_file(&path)?;
+        SqliteStore::connect(path, Create::No)
+    }
+
+    /// Opens an existing store for reading only: nothing in the file or beside it is changed
+    /// (no journal switch, no migration), so it works on a read-only file system and beside
+    /// a running writer. A store of an older schema is refused with
+    /// [`StoreError::OlderSchema`]; [`SqliteStore::open_existing`] upgrades it. Writes
+    /// through the returned store fail.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        check_file(&path)?;
+        let connection = match connect_read_only(&path, false) {
+            // Without write access to its directory, SQLite cannot make the shared-memory file
+            // a WAL store needs; a read-only file system holds no writer, so read it as
+            // immutable.
+            Err(err) if matches!(err.sqlite_error_code(), Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly)) => {
+                connect_read_only(&path, true)
+            }
+            other => other,
         }
+        .map_err(|source| sql_error(&path, source))?;
+        let version = check_ours(&connection, &path, Create::No)?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema { path, found: version, known: SCHEMA_VERSION });
+        }
+        Ok(SqliteStore { path, connection: Mutex::new(connection) })
     }
 
     /// Connects, checks that the file is ours before changing anything in it, and migrates.
@@ -160,24 +188,7 @@ impl SqliteStore {
         }
         let connection = Connection::open_with_flags(&path, flags).map_err(sql)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
-        let version: i64 =
-            retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get(0))).map_err(sql)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
-        }
-        let tables: i64 =
-            connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0)).map_err(sql)?;
-        let ours: bool = connection
-            .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'", [], |row| {
-                row.get(0)
-            })
-            .map_err(sql)?;
-        match version {
-            0 if tables > 0 => return Err(StoreError::Foreign { path }),
-            0 if create == Create::No => return Err(StoreError::NotAStore { path }),
-            1.. if !ours => return Err(StoreError::Foreign { path }),
-            _ => {}
-        }
+        check_ours(&connection, &path, create)?;
         retry_busy(|| connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))).map_err(sql)?;
         connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
         migrate(&connection, &path)?;
@@ -322,6 +333,68 @@ impl SqliteStore {
     }
 }
 
+/// Fails unless `path` is a file: a missing path or a directory is said as such.
+fn check_file(path: &Path) -> Result<(), StoreError> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_dir() => Err(StoreError::IsDirectory { path: path.to_path_buf() }),
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing { path: path.to_path_buf() }),
+        Err(source) => Err(StoreError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
+/// A read-only connection to `path`; `immutable` also skips locking and the WAL (for a file
+/// on a read-only file system).
+fn connect_read_only(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = if immutable {
+        Connection::open_with_flags(format!("file:{}?immutable=1", uri_path(path)), flags)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    // Opening is lazy: read the header now, so a file SQLite cannot read fails here.
+    retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0)))?;
+    Ok(connection)
+}
+
+/// `path` as the path of a `file:` URI: every byte but unreserved ones and `/` escaped.
+fn uri_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(byte as char),
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
+}
+
+/// Checks, before anything in it changes, that the file is a contextfold store this build
+/// can read (an empty file only when `create` allows making it one); returns its schema
+/// version.
+fn check_ours(connection: &Connection, path: &Path, create: Create) -> Result<i64, StoreError> {
+    let sql = |source| sql_error(path, source);
+    let path = path.to_path_buf();
+    let version: i64 = retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get(0))).map_err(sql)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
+    }
+    let tables: i64 = connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0)).map_err(sql)?;
+    let ours: bool = connection
+        .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'", [], |row| {
+            row.get(0)
+        })
+        .map_err(sql)?;
+    match version {
+        0 if tables > 0 => Err(StoreError::Foreign { path }),
+        0 if create == Create::No => Err(StoreError::NotAStore { path }),
+        1.. if !ours => Err(StoreError::Foreign { path }),
+        _ => Ok(version),
+    }
+}
+
 /// Adds `body` to the full-text index.
 fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, body: &str) -> rusqlite::Result<()> {
     transaction
@@ -349,8 +422,17 @@ fn create_private(path: &Path) -> Result<(), StoreError> {
 
 fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
     let path = path.to_path_buf();
+    // A value that cannot be read back is as much damage as a page SQLite finds broken.
+    if let rusqlite::Error::Utf8Error(..)
+    | rusqlite::Error::FromSqlConversionFailure(..)
+    | rusqlite::Error::InvalidColumnType(..)
+    | rusqlite::Error::IntegralValueOutOfRange(..) = source
+    {
+        return StoreError::Corrupt(format!("a stored value cannot be read ({source})"));
+    }
     match source.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => StoreError::NotAStore { path },
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt(format!("SQLite found a broken page ({source})")),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path, waited: BUSY_TIMEOUT },
         _ => StoreError::Sqlite { path, source },
     }
