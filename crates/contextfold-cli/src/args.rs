@@ -13,8 +13,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  a conversation parses but breaks a provider rule (validate)
-  2  usage or input error: unreadable file, malformed JSON (with line and column),
-     unknown format, a message with an unknown role, a block missing a required field";
+  2  usage or input error: unreadable file, an input over --max-input-bytes, malformed
+     JSON (with line and column), unknown format, a message with an unknown role, a block
+     missing a required field";
 
 /// Keep long LLM-agent conversations inside their context window.
 #[derive(Debug, Parser)]

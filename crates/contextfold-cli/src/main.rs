@@ -1,8 +1,9 @@
 //! The `contextfold` command-line tool: parses arguments and calls the library.
 //!
 //! Exit codes: 0 success; 1 a conversation that parses but breaks a provider rule
-//! (`validate`); 2 a usage or input error (unreadable file, malformed JSON, unknown format,
-//! a message with an unknown role, a block missing a required field).
+//! (`validate`); 2 a usage or input error (unreadable file, an input over the size limit,
+//! malformed JSON, unknown format, a message with an unknown role, a block missing a
+//! required field).
 
 mod args;
 mod cmd;
