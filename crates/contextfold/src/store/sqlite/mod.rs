@@ -11,6 +11,9 @@
 //! and works on a read-only file system. A damaged file is reported as such
 //! ([`StoreError::Corrupt`]), whatever SQLite or a column read tripped over.
 
+mod file;
+mod schema;
+
 use super::{
     aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
     new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
@@ -18,114 +21,13 @@ use super::{
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use file::{begin_immediate, check_file, connect_read_only, create_private, retry_busy, sql_error, BUSY_TIMEOUT};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
+pub use schema::SCHEMA_VERSION;
+use schema::{check_ours, migrate, Create};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-/// The migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    r#"
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    created INTEGER NOT NULL
-);
-CREATE TABLE messages (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    shape TEXT NOT NULL,
-    json TEXT NOT NULL,
-    PRIMARY KEY (session, seq)
-);
-CREATE TABLE payloads (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    ref TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    target TEXT,
-    tokens INTEGER NOT NULL,
-    message INTEGER NOT NULL,
-    block INTEGER NOT NULL,
-    payload TEXT NOT NULL,
-    PRIMARY KEY (session, ref)
-);
-CREATE INDEX payloads_ref ON payloads(ref);
-CREATE TABLE summaries (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    head_hash TEXT NOT NULL,
-    summarizer TEXT NOT NULL,
-    text TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    created INTEGER NOT NULL,
-    PRIMARY KEY (session, head_hash, summarizer)
-);
-CREATE TABLE reports (
-    id INTEGER PRIMARY KEY,
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    json TEXT NOT NULL,
-    created INTEGER NOT NULL
-);
-CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
-"#,
-    // 2: the session's metadata (a JSON object), e.g. what rebuilds its conversation.
-    "ALTER TABLE sessions ADD COLUMN meta TEXT;",
-    // 3: the session id is indexed, so a search within one session is an FTS5 column filter
-    // instead of a look-up of every match's row in every session. Its weight in the rank is
-    // 0, so hits rank by their text alone, as before.
-    r#"
-CREATE VIRTUAL TABLE search_v3 USING fts5(session, kind UNINDEXED, key UNINDEXED, body);
-INSERT INTO search_v3 (rowid, session, kind, key, body) SELECT rowid, session, kind, key, body FROM search;
-INSERT INTO search_v3 (search_v3, rank) VALUES ('rank', 'bm25(0.0, 0.0, 0.0, 1.0)');
-DROP TABLE search;
-ALTER TABLE search_v3 RENAME TO search;
-"#,
-];
-
-/// How long a writer waits for another process's write lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long a busy store is retried beyond SQLite's own busy timeout.
-const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
-
-/// Whether `err` says another connection holds the lock.
-fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
-}
-
-/// Runs `attempt` until it is not refused as busy, for up to [`BUSY_RETRY_FOR`], with growing
-/// pauses (jittered, so two waiting processes do not retry in step).
-fn retry_busy<T>(mut attempt: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = Instant::now() + BUSY_RETRY_FOR;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match attempt() {
-            Err(err) if is_busy(&err) && Instant::now() < deadline => {
-                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(..1_000)));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            result => return result,
-        }
-    }
-}
-
-/// Begins an immediate (write-locking) transaction, retrying while the store is busy.
-fn begin_immediate(connection: &Connection) -> rusqlite::Result<Transaction<'_>> {
-    retry_busy(|| Transaction::new_unchecked(connection, TransactionBehavior::Immediate))
-}
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
-/// Whether opening may create the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Create {
-    Yes,
-    No,
-}
 
 /// A [`SessionStore`] in a SQLite file. Several processes may open the same file; writers
 /// wait for each other up to the busy timeout (5 s).
@@ -333,133 +235,12 @@ impl SqliteStore {
     }
 }
 
-/// Fails unless `path` is a file: a missing path or a directory is said as such.
-fn check_file(path: &Path) -> Result<(), StoreError> {
-    match std::fs::metadata(path) {
-        Ok(metadata) if metadata.is_dir() => Err(StoreError::IsDirectory { path: path.to_path_buf() }),
-        Ok(_) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing { path: path.to_path_buf() }),
-        Err(source) => Err(StoreError::Io { path: path.to_path_buf(), source }),
-    }
-}
-
-/// A read-only connection to `path`; `immutable` also skips locking and the WAL (for a file
-/// on a read-only file system).
-fn connect_read_only(path: &Path, immutable: bool) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let connection = if immutable {
-        Connection::open_with_flags(format!("file:{}?immutable=1", uri_path(path)), flags)?
-    } else {
-        Connection::open_with_flags(path, flags)?
-    };
-    connection.busy_timeout(BUSY_TIMEOUT)?;
-    // Opening is lazy: read the header now, so a file SQLite cannot read fails here.
-    retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0)))?;
-    Ok(connection)
-}
-
-/// `path` as the path of a `file:` URI: every byte but unreserved ones and `/` escaped.
-fn uri_path(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(byte as char),
-            other => out.push_str(&format!("%{other:02X}")),
-        }
-    }
-    out
-}
-
-/// Checks, before anything in it changes, that the file is a contextfold store this build
-/// can read (an empty file only when `create` allows making it one); returns its schema
-/// version.
-fn check_ours(connection: &Connection, path: &Path, create: Create) -> Result<i64, StoreError> {
-    let sql = |source| sql_error(path, source);
-    let path = path.to_path_buf();
-    let version: i64 = retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get(0))).map_err(sql)?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
-    }
-    let tables: i64 = connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0)).map_err(sql)?;
-    let ours: bool = connection
-        .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'", [], |row| {
-            row.get(0)
-        })
-        .map_err(sql)?;
-    match version {
-        0 if tables > 0 => Err(StoreError::Foreign { path }),
-        0 if create == Create::No => Err(StoreError::NotAStore { path }),
-        1.. if !ours => Err(StoreError::Foreign { path }),
-        _ => Ok(version),
-    }
-}
-
 /// Adds `body` to the full-text index.
 fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, body: &str) -> rusqlite::Result<()> {
     transaction
         .prepare_cached("INSERT INTO search (session, kind, key, body) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![session, kind, key, body])
         .map(drop)
-}
-
-/// Creates `path` (and its directory) with owner-only permissions when it does not exist.
-fn create_private(path: &Path) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io { path: path.to_path_buf(), source };
-    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(io)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(err) => Err(io(err)),
-    }
-}
-
-fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
-    let path = path.to_path_buf();
-    // A value that cannot be read back is as much damage as a page SQLite finds broken.
-    if let rusqlite::Error::Utf8Error(..)
-    | rusqlite::Error::FromSqlConversionFailure(..)
-    | rusqlite::Error::InvalidColumnType(..)
-    | rusqlite::Error::IntegralValueOutOfRange(..) = source
-    {
-        return StoreError::Corrupt(format!("a stored value cannot be read ({source})"));
-    }
-    match source.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::NotAStore { path },
-        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt(format!("SQLite found a broken page ({source})")),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path, waited: BUSY_TIMEOUT },
-        _ => StoreError::Sqlite { path, source },
-    }
-}
-
-/// Applies the migrations the file has not seen, each in its own transaction.
-fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreError> {
-    let sql = |source| sql_error(path, source);
-    // A store that is up to date needs no write lock: readers must not wait for writers.
-    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
-    if version == SCHEMA_VERSION {
-        return Ok(());
-    }
-    loop {
-        let transaction = begin_immediate(connection).map_err(sql)?;
-        // Read again under the write lock: another process may have migrated meanwhile.
-        let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
-        }
-        let Some(migration) = usize::try_from(version).ok().and_then(|version| MIGRATIONS.get(version)) else {
-            return Ok(());
-        };
-        transaction.execute_batch(migration).map_err(sql)?;
-        transaction.pragma_update(None, "user_version", version + 1).map_err(sql)?;
-        transaction.commit().map_err(sql)?;
-    }
 }
 
 /// `text` as an FTS5 string (a phrase): quoted, so punctuation is not syntax.
