@@ -13,6 +13,10 @@
 //! A tail never starts with a mid-conversation system message: one between the answering
 //! user message and the next assistant message goes with the head, where
 //! [`crate::plan::Plan::assemble`] keeps it verbatim right before that assistant message.
+//!
+//! Only Anthropic's thinking binds a loop. OpenAI reasoning items (thinking blocks read from
+//! the Responses format) do not: the Responses API takes a loop cut between two steps, and
+//! each reasoning item stays with the call it precedes, in one message.
 
 use crate::conversation::{Block, Message, Role};
 use serde::Serialize;
@@ -52,7 +56,11 @@ fn has_results(message: &Message) -> bool {
 }
 
 fn has_thinking(message: &Message) -> bool {
-    message.content.iter().any(|block| matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
+    message.content.iter().any(|block| match block {
+        Block::Thinking(thinking) => !thinking.extra.contains_key(crate::format::responses::LAYOUT_KEY),
+        Block::RedactedThinking(_) => true,
+        _ => false,
+    })
 }
 
 /// Whether `answer` answers every tool call of `call`.
@@ -206,5 +214,22 @@ mod tests {
             ])),
             [(4, "tool_cycle")]
         );
+    }
+
+    #[test]
+    fn openai_reasoning_does_not_bind_the_loop() {
+        let reasoning = json!({"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "E"});
+        let call = |id: &str| json!({"type": "function_call", "call_id": id, "name": "shell", "arguments": "{}"});
+        let output = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "ok"});
+        let conversation = crate::format::responses::from_value(json!([
+            {"role": "user", "content": "now"},
+            reasoning, call("b"), output("b"),
+            reasoning, call("c"), output("c"),
+            reasoning, call("d"), output("d")
+        ]))
+        .expect("reads");
+        let found: Vec<(usize, &str)> =
+            boundaries(&conversation.messages).into_iter().map(|cut| (cut.index, cut.kind.name())).collect();
+        assert_eq!(found, [(3, "tool_cycle"), (5, "tool_cycle")]);
     }
 }

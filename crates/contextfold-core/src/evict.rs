@@ -16,7 +16,7 @@ use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolRe
 use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
 use crate::tokens::{
-    count_block, count_conversation, count_system, count_tools, TokenCounter, TokenLedger, MESSAGE_OVERHEAD,
+    count_block, count_conversation, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD,
 };
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
@@ -242,8 +242,11 @@ fn evict_counted(
     }
     if let Some(threshold) = config.clear_at_least {
         if freed_total < threshold && !planned.is_empty() {
-            report.skipped =
-                Some(format!("evicting would free {freed_total} tokens, less than the minimum of {threshold}"));
+            report.skipped = Some(format!(
+                "evicting would free {} tokens, less than the minimum of {}",
+                Thousands(freed_total),
+                Thousands(threshold)
+            ));
             planned.clear();
         }
     }
@@ -300,7 +303,9 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
             _ => None,
         })
         .collect();
-    let last = messages.len().saturating_sub(1);
+    // The newest results are what the model reads next: in the last message, or the last
+    // one before a trailing mid-conversation system message.
+    let last = messages.iter().rposition(|message| message.role != Role::System).unwrap_or(0);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut actions: Vec<(usize, Action)> = Vec::new();
     for (index, message) in messages.iter().enumerate() {

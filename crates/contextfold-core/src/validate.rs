@@ -49,6 +49,9 @@ pub enum Rule {
     InputNotObject,
     /// A block of a type the API does not know; a warning (see [`warnings`]).
     UnknownBlock,
+    /// A Responses `reasoning` item is not followed by the item it produced (a message or a
+    /// call of the same response).
+    LoneReasoning,
 }
 
 impl Rule {
@@ -69,6 +72,7 @@ impl Rule {
             Rule::SystemPlacement => "misplaced-system",
             Rule::InputNotObject => "input-not-object",
             Rule::UnknownBlock => "unknown-block",
+            Rule::LoneReasoning => "lone-reasoning",
         }
     }
 }

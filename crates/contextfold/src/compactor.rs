@@ -25,7 +25,7 @@ use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{split_summary, summary_block, with_recall_note};
-use contextfold_core::tokens::{TokenCounter, TokenLedger, Tokenizer};
+use contextfold_core::tokens::{Thousands, TokenCounter, TokenLedger, Tokenizer};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, Rule, ToolResult};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -528,8 +528,9 @@ impl Compactor {
         report.strategy_used = if steps.is_empty() { "none".into() } else { steps.join("+") };
         if report.tokens_after > target && report.tokens_before > target {
             report.notes.push(format!(
-                "the result holds {} tokens, over the target of {target}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
-                report.tokens_after
+                "the result holds {} tokens, over the target of {}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
+                Thousands(report.tokens_after),
+                Thousands(target)
             ));
         }
         let problems = validate(&work);
@@ -574,22 +575,7 @@ impl Compactor {
         // The ledger was synced to `work` by the caller.
         let counts: Vec<u64> =
             (0..work.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect();
-        let fixed = ledger.preamble_tokens() + summary_budget(config, target);
-        let room = target.saturating_sub(fixed);
-        let pinned = match (config.plan.pin_first, work.messages.first()) {
-            (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => counts[0],
-            _ => 0,
-        };
-        // A first request bigger than half the room is folded into the summary instead.
-        let pin_first = if pinned > room / 2 { PinFirst::Folded } else { config.plan.pin_first };
-        let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
-        let plan_config = PlanConfig {
-            max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
-            pin_first,
-            // Over the target, any progress helps; the policy decides whether it is worth it.
-            min_progress: 0.0,
-            ..config.plan.clone()
-        };
+        let plan_config = tail_plan(config, target, ledger.preamble_tokens(), work, &counts);
         plan_with_counts(work, &plan_config, self.counter, &counts)
     }
 
@@ -807,6 +793,41 @@ const SUMMARY_FRAMING: u64 = 48;
 /// (Replay over the corpus chose these: summaries of a quarter of the target, or of 2,000
 /// tokens, lost a quarter of the probes at a 16k window and cost more, because a summary too
 /// small to hold the facts is redone sooner.)
+impl CompactConfig {
+    /// The plan a compaction makes of `conversation` as it is (before any eviction): the
+    /// tail gets what the target leaves after the system prompt, tools, the summary's budget
+    /// and the pinned first request. With the target in tokens, for reports.
+    pub fn plan_config(&self, conversation: &Conversation, counter: &dyn TokenCounter) -> (u64, PlanConfig) {
+        let mut ledger = TokenLedger::new(counter);
+        let target = self.target.tokens(ledger.resync_conversation(conversation));
+        let counts: Vec<u64> =
+            (0..conversation.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect();
+        (target, tail_plan(self, target, ledger.preamble_tokens(), conversation, &counts))
+    }
+}
+
+/// The plan configuration for a conversation with `counts` per message and `preamble` tokens
+/// of system prompt and tools: the tail's budget is what `target` leaves after them, the
+/// summary and a pinned first request; a first request over half that room is folded.
+fn tail_plan(config: &CompactConfig, target: u64, preamble: u64, work: &Conversation, counts: &[u64]) -> PlanConfig {
+    let room = target.saturating_sub(preamble + summary_budget(config, target));
+    let pinned = match (config.plan.pin_first, work.messages.first()) {
+        (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
+            counts.first().copied().unwrap_or_default()
+        }
+        _ => 0,
+    };
+    let pin_first = if pinned > room / 2 { PinFirst::Folded } else { config.plan.pin_first };
+    let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
+    PlanConfig {
+        max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
+        pin_first,
+        // Over the target, any progress helps; the policy decides whether it is worth it.
+        min_progress: 0.0,
+        ..config.plan.clone()
+    }
+}
+
 fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
     let floor = config.limit.map_or(0, |limit| limit / 4);
     config.summary_tokens.min((target / 2).max(floor)).max(1)

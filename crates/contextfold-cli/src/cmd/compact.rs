@@ -1,15 +1,13 @@
 //! `contextfold compact`: compact files to a budget, with a report.
 
 use super::store::Persist;
-use crate::args::{CompactArgs, LlmArgs};
+use crate::args::{CompactArgs, CutArgs, LlmArgs, TargetArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
 use contextfold::core::evict::EvictConfig;
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
-use contextfold::core::summary::is_summary_message;
-use contextfold::core::{Block, Conversation};
 use contextfold::input::{self, Shown};
 use contextfold::store::Compaction;
 use contextfold::summarize::{Extractive, Summarizer};
@@ -20,31 +18,49 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-impl CompactArgs {
-    fn config(&self) -> CompactConfig {
-        let target = match (self.budget, self.window) {
+impl TargetArgs {
+    /// The target these arguments ask for: `--budget`, a share of `--window`, or half the input.
+    pub fn target(&self) -> Target {
+        match (self.budget, self.window) {
             (Some(budget), _) => Target::Budget(budget),
-            (None, Some(window)) => Target::Window { window, reserve: self.reserve, fraction: self.target },
+            (None, Some(window)) => Target::Window { window, reserve: self.reserve, fraction: self.target_fraction },
             (None, None) => Target::Shrink(0.5),
-        };
+        }
+    }
+}
+
+impl CutArgs {
+    /// The compaction configuration for `target` with these tail and summary limits.
+    pub fn config(&self, target: &TargetArgs) -> CompactConfig {
         let defaults = CompactConfig::default();
         CompactConfig {
-            target,
-            strategy: self.strategy,
+            target: target.target(),
             plan: PlanConfig {
                 keep_turns: self.keep_turns,
-                max_tail_tokens: self.keep_tokens,
+                max_tail_tokens: self.max_tail_tokens,
                 ..defaults.plan.clone()
             },
             summary_tokens: self.summary_tokens,
+            ..defaults
+        }
+    }
+}
+
+impl CompactArgs {
+    fn config(&self) -> CompactConfig {
+        let base = self.cut.config(&self.target);
+        CompactConfig {
+            strategy: self.strategy,
             instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
-            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..defaults.evict.clone() },
+            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..base.evict.clone() },
             max_tool_output: match self.max_tool_output {
+                _ if self.no_clip => ClipLimit::Off,
                 None => ClipLimit::Auto,
+                // The old spelling of --no-clip.
                 Some(0) => ClipLimit::Off,
                 Some(tokens) => ClipLimit::Tokens(tokens),
             },
-            ..defaults
+            ..base
         }
     }
 }
@@ -273,7 +289,7 @@ fn compact_one(
         } else {
             let mut out = format!("{line}\n");
             if destination.is_none() && !args.dry_run {
-                out.push_str(&shape(&compacted.conversation));
+                out.push_str(&output::shape(&compacted.conversation));
                 out.push_str("(write the conversation with -o FILE, or redirect standard output)\n");
             }
             output::print(&out)?;
@@ -318,32 +334,8 @@ fn summary_line(file: &str, report: &CompactionReport) -> String {
     line
 }
 
-/// One line per message: index, role, block kinds.
-fn shape(conversation: &Conversation) -> String {
-    let mut out = String::new();
-    for (index, message) in conversation.messages.iter().enumerate() {
-        let kinds: Vec<String> = message
-            .content
-            .iter()
-            .map(|block| match block {
-                Block::ToolUse(tool_use) => format!("tool_use {}", tool_use.name),
-                Block::Text(text) if text.text.starts_with(contextfold::core::summary::SUMMARY_PREFIX) => {
-                    "summary".to_string()
-                }
-                Block::ToolResult(result) if contextfold::core::evict::is_evicted(result) => {
-                    "tool_result (offloaded)".to_string()
-                }
-                other => other.kind().to_string(),
-            })
-            .collect();
-        let marker = if is_summary_message(message) { " ←" } else { "" };
-        out.push_str(&format!("  {index:>3} {:<9} {}{marker}\n", message.role.as_str(), kinds.join(" · ")));
-    }
-    out
-}
-
 fn table(rows: &[Row]) -> String {
-    let width = rows.iter().map(|row| row.file.len()).max().unwrap_or(4).clamp(4, 60);
+    let width = rows.iter().map(|row| row.file.chars().count()).max().unwrap_or(4).clamp(4, 60);
     let mut out = format!(
         "{:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
         "file", "before", "after", "target", "strategy", "offloaded", "folded"
@@ -351,11 +343,7 @@ fn table(rows: &[Row]) -> String {
     let (mut before, mut after) = (0, 0);
     for row in rows {
         let report = &row.report;
-        let file: String = if row.file.len() > width {
-            format!("…{}", &row.file[row.file.len() - width + 1..])
-        } else {
-            row.file.clone()
-        };
+        let file = output::last_chars(&row.file, width);
         out.push_str(&format!(
             "{file:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
             thousands(report.tokens_before),

@@ -106,3 +106,31 @@ pub fn notice(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
 }
+
+/// Runs `contextfold args…` with its standard output on a terminal (a pseudo-terminal made by
+/// util-linux `script`), as a person at a shell would; `None` after a visible notice when
+/// `script` is missing (with `CI` set, that fails instead). Line ends come back as `\n`.
+pub fn contextfold_on_terminal(args: &[&str]) -> Option<Run> {
+    let script = Path::new("/usr/bin/script");
+    if !script.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI is set but {} is missing", script.display());
+        notice("skipped a terminal test: /usr/bin/script is absent");
+        return None;
+    }
+    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+    let line: Vec<String> =
+        std::iter::once(env!("CARGO_BIN_EXE_contextfold")).chain(args.iter().copied()).map(quote).collect();
+    let mut command = Command::new(script);
+    command.args(["-qec", &line.join(" "), "/dev/null"]).stdin(Stdio::null());
+    for variable in PROVIDER_VARIABLES {
+        command.env_remove(variable);
+    }
+    let output = command.output().expect("script runs");
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n"),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert!(!run.stdout.contains("panicked"), "panic running {args:?}: {}", run.stdout);
+    Some(run)
+}

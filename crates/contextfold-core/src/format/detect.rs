@@ -1,8 +1,10 @@
 //! Which format a JSON value is, decided from markers only one format can have.
 //!
-//! Role names decide last: a `system` role is now Anthropic too (a mid-conversation system
-//! message), and `user`/`assistant` read the same in both. So the markers are weighed in
-//! this order, the first that is present deciding:
+//! A Responses request (`input` or `instructions` and no `messages`, or items only it has)
+//! is told apart first ([`super::responses::looks_like_responses`]). Between Anthropic and
+//! OpenAI Chat, role names decide last: a `system` role is Anthropic too (a
+//! mid-conversation system message), and `user`/`assistant` read the same in both. So the
+//! markers are weighed in this order, the first that is present deciding:
 //!
 //! 1. A top-level `system` field, or a tool definition with an `input_schema`: Anthropic
 //!    (an OpenAI request carries its system prompt as a message).
@@ -20,7 +22,7 @@
 //!
 //! `max_tokens` decides nothing: Anthropic requires it, but OpenAI accepts it too.
 
-use super::{claude_code, Format};
+use super::{claude_code, responses, Format};
 use serde_json::{Map, Value};
 
 /// Content block types only the Anthropic format has.
@@ -49,6 +51,9 @@ const OPENAI_PARTS: &[&str] = &["image_url", "input_audio", "refusal"];
 
 /// The format of one parsed JSON value.
 pub(super) fn detect_value(value: &Value) -> Format {
+    if responses::looks_like_responses(value) {
+        return Format::Responses;
+    }
     let (top, messages) = match value {
         Value::Array(messages) => (None, messages),
         Value::Object(map) => match map.get("messages").and_then(Value::as_array) {

@@ -11,6 +11,7 @@ pub mod claude_code;
 mod detect;
 pub mod lost;
 pub mod openai;
+pub mod responses;
 mod surrogates;
 
 use crate::conversation::{Conversation, ModelError};
@@ -27,6 +28,8 @@ pub enum Format {
     Anthropic,
     /// OpenAI Chat Completions request JSON (or an array of its messages).
     OpenAi,
+    /// OpenAI Responses request JSON (or an array of its input items).
+    Responses,
     /// Claude Code session log (JSON Lines); read only.
     ClaudeCode,
 }
@@ -37,6 +40,7 @@ impl Format {
         match self {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
+            Format::Responses => "responses",
             Format::ClaudeCode => "claude-code",
         }
     }
@@ -64,8 +68,9 @@ impl FromStr for Format {
         match name {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
+            "responses" => Ok(Format::Responses),
             "claude-code" => Ok(Format::ClaudeCode),
-            other => Err(format!("unknown format `{other}` (expected anthropic, openai or claude-code)")),
+            other => Err(format!("unknown format `{other}` (expected anthropic, openai, responses or claude-code)")),
         }
     }
 }
@@ -112,11 +117,19 @@ pub enum FormatError {
     /// The JSON does not have the shape of a conversation.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A Responses input item does not have the shape of one.
+    #[error("input item {index}: {message}")]
+    Item {
+        /// Index of the item in `input`.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The input matches no format we know.
     #[error("{0}")]
     Unrecognized(String),
     /// The format cannot be written.
-    #[error("the {0} format can be read but not written; write anthropic or openai")]
+    #[error("the {0} format can be read but not written; write anthropic, openai or responses")]
     ReadOnly(Format),
 }
 
@@ -167,10 +180,12 @@ pub(crate) fn explain_json(err: &serde_json::Error) -> String {
     said.to_string()
 }
 
-/// Guesses the format of `text` from its content: a single JSON value is Anthropic or
-/// OpenAI, decided from markers only one format has before role names (a top-level
-/// `system`, OpenAI-only fields, typed Anthropic blocks, then `tool`/`developer` roles or
-/// a leading `system` message); several JSON objects one a line are a Claude Code log.
+/// Guesses the format of `text` from its content: a single JSON value is Responses when it
+/// has `input` or `instructions` and no `messages`, or items no other format has
+/// ([`responses::looks_like_responses`]); else Anthropic or OpenAI, decided from markers
+/// only one format has before role names (a top-level `system`, OpenAI-only fields, typed
+/// Anthropic blocks, then `tool`/`developer` roles or a leading `system` message). Several
+/// JSON objects one a line are a Claude Code log.
 pub fn detect(text: &str) -> Result<Format, FormatError> {
     let text = strip_bom(text);
     let (text, _) = surrogates::replace_lone_surrogates(text);
@@ -215,6 +230,10 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
             let layout = if value.is_array() { Layout::Array } else { Layout::Object };
             (Conversation::from_value(value)?, layout, Vec::new())
         }
+        (Format::Responses, Some(value)) => {
+            let layout = if value.is_array() { Layout::Array } else { Layout::Object };
+            (responses::from_value(value)?, layout, Vec::new())
+        }
         _ => {
             let (conversation, log_notes) = claude_code::parse(&text)?;
             notes.extend(log_notes);
@@ -225,6 +244,9 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
 }
 
 /// Writes `conversation` as `format` in `layout`, as a JSON value.
+///
+/// A conversation read as Responses and written in another format is first made
+/// [`responses::portable`].
 pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> Result<Value, FormatError> {
     to_value_with_losses(conversation, format, layout).map(|(value, _)| value)
 }
@@ -236,13 +258,22 @@ pub fn to_value_with_losses(
     format: Format,
     layout: Layout,
 ) -> Result<(Value, Vec<Loss>), FormatError> {
+    let portable;
+    let conversation = if format != Format::Responses && responses::is_native(conversation) {
+        portable = responses::portable(conversation);
+        &portable
+    } else {
+        conversation
+    };
     let (value, lost) = match format {
         Format::Anthropic => (conversation.to_value(), Vec::new()),
         Format::OpenAi => openai::write(conversation),
+        Format::Responses => (responses::to_value(conversation), Vec::new()),
         Format::ClaudeCode => return Err(FormatError::ReadOnly(format)),
     };
+    let list = if format == Format::Responses { "input" } else { "messages" };
     let value = match (layout, value) {
-        (Layout::Array, Value::Object(mut map)) => map.remove("messages").unwrap_or(Value::Array(Vec::new())),
+        (Layout::Array, Value::Object(mut map)) => map.remove(list).unwrap_or(Value::Array(Vec::new())),
         (_, value) => value,
     };
     Ok((value, lost))

@@ -474,3 +474,27 @@ fn hardening_11_lone_surrogates_read_as_replacement_characters_with_a_note() {
         "{err}"
     );
 }
+
+/// A later system or developer item of a Responses request is a mid-conversation system
+/// message where the rules allow one, user text elsewhere; either way it is written back
+/// byte for byte.
+#[test]
+fn responses_system_items_are_system_messages_where_allowed() {
+    let message = |role: &str, text: &str| json!({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]});
+    let request = json!({"model": "gpt-5", "input": [
+        message("user", "go"),
+        message("developer", "plan mode"),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        message("user", "more"),
+        message("system", "between two user messages"),
+        message("user", "and more")
+    ]});
+    let text = serde_json::to_string(&request).unwrap();
+    let parsed = format::parse(&text, None).expect("reads");
+    assert_eq!(parsed.format, Format::Responses);
+    let roles: Vec<&str> = parsed.conversation.messages.iter().map(|message| message.role.as_str()).collect();
+    assert_eq!(roles, ["user", "system", "assistant", "user"]);
+    assert!(validate(&parsed.conversation).is_empty(), "{:?}", problems(&parsed.conversation));
+    let written = format::to_value(&parsed.conversation, Format::Responses, parsed.layout).unwrap();
+    assert_eq!(serde_json::to_string(&written).unwrap(), text);
+}

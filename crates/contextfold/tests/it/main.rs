@@ -4,6 +4,7 @@ mod common;
 mod compactor;
 mod corpus;
 mod http_summarizers;
+mod openai_apis;
 mod oversized;
 mod replay;
 mod store;

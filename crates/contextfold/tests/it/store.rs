@@ -343,6 +343,11 @@ fn recall_tool_definitions() {
     let conversation = Conversation { tools: Some(vec![anthropic]), ..Conversation::default() };
     let written = to_value(&conversation, Format::OpenAi, Layout::Object).expect("writes");
     assert_eq!(written["tools"][0], openai);
+    // So is the Responses form of the Responses writer.
+    let responses = recall_tool_definition(Format::Responses);
+    assert_eq!((&responses["type"], &responses["name"]), (&json!("function"), &json!(RECALL_TOOL_NAME)));
+    let written = to_value(&conversation, Format::Responses, Layout::Object).expect("writes");
+    assert_eq!(written["tools"][0], responses);
 }
 
 #[cfg(feature = "sqlite")]
