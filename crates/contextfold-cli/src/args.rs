@@ -100,16 +100,22 @@ impl Command {
 /// Where the store is when no path is given: under the working directory.
 pub const DEFAULT_STORE: &str = ".contextfold/store.db";
 
+/// The variable naming the store (a path or a `postgres://` URL) when `--store` names none.
+pub const STORE_VARIABLE: &str = "CONTEXTFOLD_STORE_URL";
+
 const STORE_HELP: &str = "\
-The store is a SQLite file written by compact --store and evict --store. These commands
-only read it, read-only (sessions rm deletes, sessions upgrade brings an older store up to
-date); they never create one.
+The store is a SQLite file or a PostgreSQL database (--store postgres://user@host/db),
+written by compact --store and evict --store; without --store it is the one
+CONTEXTFOLD_STORE_URL names, else .contextfold/store.db. These commands only read it,
+read-only and never migrating it (sessions rm deletes, sessions upgrade brings an older
+store up to date); they never create one. Messages show a URL without its password.
 
 Exit codes:
   0  success
-  2  usage or input error: no store at the path, a directory or a file that is not a
-     contextfold store, a damaged store, a store that needs an upgrade, an unknown ref or
-     session, a store locked by another process past the timeout";
+  2  usage or input error: no store at the path or in the database, a directory or a file
+     that is not a contextfold store, a damaged store, a store that needs an upgrade, an
+     unknown ref or session, a store locked by another process past the timeout, a
+     PostgreSQL server that cannot be reached or refuses the login";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -317,10 +323,11 @@ pub struct CutArgs {
 #[derive(Debug, Args)]
 pub struct PersistArgs {
     /// Keep the original history and every removed payload, summary and report in this store
-    /// (a SQLite file), so they can be recalled, searched and exported [default path:
+    /// (a SQLite file, or a PostgreSQL database as postgres://user@host/db), so they can be
+    /// recalled, searched and exported [default: $CONTEXTFOLD_STORE_URL, else
     /// .contextfold/store.db].
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE)]
-    pub store: Option<PathBuf>,
+    #[arg(long, value_name = "PATH|URL", num_args = 0..=1)]
+    pub store: Option<Option<PathBuf>>,
     /// Append to this stored session instead of creating one (one input file).
     #[arg(long, value_name = "ID", requires = "store")]
     pub session: Option<String>,
@@ -338,9 +345,10 @@ pub struct PersistArgs {
 /// The store a reading command opens.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The store file.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_STORE, global = true)]
-    pub store: PathBuf,
+    /// The store: a SQLite file, or a PostgreSQL database as postgres://user@host/db
+    /// [default: $CONTEXTFOLD_STORE_URL, else .contextfold/store.db].
+    #[arg(long, value_name = "PATH|URL", global = true)]
+    pub store: Option<PathBuf>,
 }
 
 /// `contextfold recall`.
@@ -812,10 +820,12 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let bare = parsed(&["contextfold", "compact", "a.json", "--store"]);
-        assert_eq!(bare.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+        assert_eq!(bare.store, Some(None), "the default store");
         assert!(!bare.no_redact);
         let given = parsed(&["contextfold", "compact", "a.json", "--store", "s.db", "--no-redact"]);
-        assert_eq!(given.store.as_deref(), Some(std::path::Path::new("s.db")));
+        assert_eq!(given.store, Some(Some(PathBuf::from("s.db"))));
+        let url = parsed(&["contextfold", "compact", "a.json", "--store=postgres://ada@db/agents"]);
+        assert_eq!(url.store, Some(Some(PathBuf::from("postgres://ada@db/agents"))));
         assert!(given.no_redact);
         assert_eq!(parsed(&["contextfold", "compact", "a.json"]).store, None);
         // Without a store there is nothing to append to or recall from; --no-redact also
@@ -833,7 +843,7 @@ mod tests {
             ["contextfold", "sessions", "rm", "x", "--store", "s.db"],
         ] {
             match Cli::try_parse_from(args).map(|cli| cli.command) {
-                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, PathBuf::from("s.db")),
+                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, Some(PathBuf::from("s.db"))),
                 other => panic!("{other:?}"),
             }
         }

@@ -2,7 +2,7 @@
 
 use crate::args::SearchArgs;
 use crate::output;
-use contextfold::store::{Hit, HitLocation, SessionStore};
+use contextfold::store::{Hit, HitLocation};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -29,15 +29,14 @@ impl<'a> From<&'a Hit> for JsonHit<'a> {
 }
 
 pub fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let path = &args.store.store;
-    let store = super::store::open_read_only(path)?;
+    let (location, store) = args.store.open_read_only()?;
     let query = args.query.join(" ");
     if let Some(session) = &args.session {
         // An unknown session is an error, not a search with no matches.
-        store.session_meta(session).map_err(|err| super::store::error(path, err))?;
+        store.session_meta(session).map_err(|err| super::store::error(&location, err))?;
     }
     let hits =
-        store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(path, err))?;
+        store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(&location, err))?;
     if args.json {
         for hit in &hits {
             output::json_line(&JsonHit::from(hit))?;

@@ -6,9 +6,8 @@ use anyhow::bail;
 use contextfold::core::format::{Format, Layout};
 use contextfold::core::Conversation;
 use contextfold::input;
-use contextfold::store::{Origin, SessionInfo, SessionStore, SqliteStore, SCHEMA_VERSION};
+use contextfold::store::{Origin, SessionInfo, SessionStore, StoreLocation};
 use serde::Serialize;
-use std::path::Path;
 use std::process::ExitCode;
 
 /// One session as JSON: its id, name, creation time (seconds since the Unix epoch),
@@ -24,13 +23,12 @@ struct JsonSession<'a> {
 }
 
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
-    let path = &args.store.store;
     // Only `rm` and `upgrade` write; the rest open the store read-only.
     let writes = matches!(args.action, Some(SessionsAction::Rm { .. } | SessionsAction::Upgrade));
-    let store = if writes { super::store::open_existing(path)? } else { super::store::open_read_only(path)? };
-    let fail = |err| super::store::error(path, err);
+    let (location, store) = if writes { args.store.open_existing()? } else { args.store.open_read_only()? };
+    let fail = |err| super::store::error(&location, err);
     match &args.action {
-        None => list(&store, path, args.json),
+        None => list(store.as_ref(), &location, args.json),
         Some(SessionsAction::Export { id, output }) => {
             let messages = store.export(id).map_err(fail)?;
             let (conversation, format, layout) = match store.session_meta(id).map_err(fail)? {
@@ -46,24 +44,27 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         }
         Some(SessionsAction::Rm { id }) => {
             if !store.delete_session(id).map_err(fail)? {
-                bail!("no session `{id}` in store {}", path.display());
+                bail!("no session `{id}` in store {location}");
             }
             eprintln!("deleted session {id}");
             Ok(ExitCode::SUCCESS)
         }
         // Opening it read-write brought it up to date.
         Some(SessionsAction::Upgrade) => {
-            eprintln!("store {} is at schema {SCHEMA_VERSION}", path.display());
+            match location.schema_version() {
+                Some(version) => eprintln!("store {location} is at schema {version}"),
+                None => eprintln!("store {location} is up to date"),
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-fn list(store: &SqliteStore, path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let sessions = store.sessions().map_err(|err| super::store::error(path, err))?;
+fn list(store: &dyn SessionStore, location: &StoreLocation, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = store.sessions().map_err(|err| super::store::error(location, err))?;
     let mut rows = Vec::with_capacity(sessions.len());
     for info in &sessions {
-        let meta = store.session_meta(&info.id).map_err(|err| super::store::error(path, err))?;
+        let meta = store.session_meta(&info.id).map_err(|err| super::store::error(location, err))?;
         let format = meta.and_then(|meta| meta["format"].as_str().map(str::to_string));
         rows.push((info, format));
     }

@@ -23,12 +23,19 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// Environment variables that would let a summarizer find a key or a server.
-const PROVIDER_VARIABLES: [&str; 4] = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+/// Environment variables that would let a summarizer find a key or a server, or the
+/// commands a store.
+const PROVIDER_VARIABLES: [&str; 5] =
+    ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CONTEXTFOLD_STORE_URL"];
 
 /// Runs `contextfold args…` in `dir` (the test's own when `None`) with `stdin` and without
 /// the provider variables, and checks it never panicked.
 pub fn contextfold_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
+    contextfold_env(dir, args, stdin, &[])
+}
+
+/// [`contextfold_in`] with the variables `env` set.
+pub fn contextfold_env(dir: Option<&Path>, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_contextfold"));
     command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(dir) = dir {
@@ -36,6 +43,9 @@ pub fn contextfold_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
     }
     for variable in PROVIDER_VARIABLES {
         command.env_remove(variable);
+    }
+    for (name, value) in env {
+        command.env(name, value);
     }
     let mut child = command.spawn().expect("the binary starts");
     child.stdin.take().expect("stdin").write_all(stdin).expect("writes stdin");

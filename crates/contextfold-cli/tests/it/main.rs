@@ -12,3 +12,4 @@ mod plot_cli;
 mod responses_cli;
 mod serve_cli;
 mod store_cli;
+mod store_postgres_cli;
