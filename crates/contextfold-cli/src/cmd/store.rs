@@ -35,12 +35,14 @@ pub fn error(location: &StoreLocation, err: StoreError) -> anyhow::Error {
             _ => anyhow::anyhow!("the store {location} is damaged: {detail}; restore it from a backup"),
         },
         StoreError::UnknownSession(id) => {
-            anyhow::anyhow!("no session `{id}` in store {location} (`contextfold sessions --store {location}` lists them)")
+            anyhow::anyhow!(
+                "no session `{id}` in store {location} (`contextfold sessions --store {location}` lists them)"
+            )
         }
         StoreError::Invalid(detail) => anyhow::anyhow!("store {location}: {detail}"),
         // Said once: rusqlite's error restates SQLite's message with its code as its source.
         StoreError::Sqlite { source, .. } => anyhow::anyhow!("store {location}: SQLite failed: {source}"),
-    err => err.into(),
+        err => err.into(),
     }
 }
 
