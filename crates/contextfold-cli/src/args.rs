@@ -168,18 +168,22 @@ Exit codes:
   2  usage or input error, or a summarizer failure with --strategy summarize";
 
 const SERVE_HELP: &str = "\
-Start it, then point any Anthropic client at it:
+Start it, then point any Anthropic or OpenAI client (or Codex CLI) at it:
   contextfold serve
   export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+  export OPENAI_BASE_URL=http://127.0.0.1:8787/v1
 
-Every request goes to --upstream with its headers (keys included) and is answered with the
-upstream's status, headers and body, streams relayed as they arrive. On POST /v1/messages
-and /v1/messages/count_tokens only `messages` may change, and only when the conversation
-needs compacting; the same compacted prefix is then resent until the next compaction.
-A request with the header `x-contextfold: off` is forwarded as it came.
+Every request goes to its API's upstream (--upstream, or --upstream-openai for Chat
+Completions, the Responses API and OpenAI's other paths) with its headers (keys included)
+and is answered with the upstream's status, headers and body, streams relayed as they
+arrive. On POST /v1/messages and /v1/messages/count_tokens, /v1/chat/completions and
+/v1/responses only `messages` (or `input`) may change, and only when the conversation needs
+compacting; the same compacted prefix is then resent until the next compaction. A Responses
+request that continues a stored response (previous_response_id) is forwarded as it came, and
+so is a request with the header `x-contextfold: off`.
 
-The window is --window, else the model's (a table of current Claude models; 1m for Sonnet 4
-and 4.5 with the context-1m-2025-08-07 beta), else 200k.
+The window is --window, else the model's (a table of current Claude and OpenAI models; 1m
+for Sonnet 4 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
 
 One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.
@@ -707,9 +711,14 @@ pub struct ServeArgs {
     /// The address to listen on. Any address but loopback needs --allow-remote and a token.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
     pub listen: std::net::SocketAddr,
-    /// The API every request is forwarded to (requests cannot name another host).
+    /// The Anthropic API requests are forwarded to (requests cannot name another host).
     #[arg(long, value_name = "URL", default_value = "https://api.anthropic.com")]
     pub upstream: String,
+    /// The OpenAI API (or an OpenAI-compatible server) Chat Completions, Responses and
+    /// OpenAI's other requests are forwarded to: a base URL ending in /v1, as OpenAI
+    /// clients' base URLs do.
+    #[arg(long, value_name = "URL", default_value = "https://api.openai.com/v1")]
+    pub upstream_openai: String,
     /// Accept connections from other machines (with --listen on a non-loopback address).
     #[arg(long)]
     pub allow_remote: bool,
@@ -857,6 +866,7 @@ mod tests {
         };
         assert_eq!(serve.listen, "127.0.0.1:8787".parse().unwrap());
         assert_eq!(serve.upstream, "https://api.anthropic.com");
+        assert_eq!(serve.upstream_openai, "https://api.openai.com/v1");
         assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
         assert_eq!(serve.max_body, 32 * 1024 * 1024);
         assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));

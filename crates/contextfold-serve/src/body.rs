@@ -1,9 +1,10 @@
 //! The request body, read once: its top-level fields as raw JSON text.
 //!
-//! Every field but `messages` is forwarded as the client wrote it, so the body is never
-//! parsed into a value and written back. The raw text of each field is a slice of the
-//! body, which tells where `messages` starts and ends: a compacted body is the client's
-//! bytes with only that span replaced ([`RequestBody::splice`]).
+//! Every field but the conversation's list (`messages`, or the Responses API's `input`) is
+//! forwarded as the client wrote it, so the body is never parsed into a value and written
+//! back. The raw text of each field is a slice of the body, which tells where the list
+//! starts and ends: a compacted body is the client's bytes with only that span replaced
+//! ([`RequestBody::splice`]).
 
 use contextfold_core::{Message, ModelError};
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -29,11 +30,11 @@ pub enum BodyError {
         message: String,
     },
     /// Not an object.
-    #[error("the request body must be a JSON object with a `messages` array")]
-    NotAnObject,
-    /// `messages` is missing, repeated or not an array.
-    #[error("the request body's `messages` {0}; send one `messages` array")]
-    Messages(&'static str),
+    #[error("the request body must be a JSON object with a `{0}` array")]
+    NotAnObject(&'static str),
+    /// The list (`messages`, `input`) is missing, repeated or not an array.
+    #[error("the request body's `{0}` {1}; send one `{0}` array")]
+    List(&'static str, &'static str),
 }
 
 impl BodyError {
@@ -45,36 +46,49 @@ impl BodyError {
     }
 }
 
-/// A Messages API request body, as the client sent it.
+/// A request body that carries a conversation, as the client sent it.
 #[derive(Debug)]
 pub struct RequestBody<'a> {
     text: &'a str,
     fields: Vec<(String, &'a RawValue)>,
+    /// The field holding the conversation's list.
+    list: &'static str,
     messages: Vec<&'a RawValue>,
 }
 
 impl<'a> RequestBody<'a> {
     /// Reads `bytes`: a JSON object whose `messages` (exactly one) is an array.
+    #[cfg(test)]
     pub fn parse(bytes: &'a [u8]) -> Result<RequestBody<'a>, BodyError> {
+        RequestBody::parse_list(bytes, "messages")
+    }
+
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array.
+    pub fn parse_list(bytes: &'a [u8], list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
         let trimmed = text.trim_start();
         if !trimmed.starts_with('{') {
             // Still report malformed JSON as such.
             serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|err| BodyError::json(&err))?;
-            return Err(BodyError::NotAnObject);
+            return Err(BodyError::NotAnObject(list));
         }
         let Fields(fields) = serde_json::from_str(text).map_err(|err| BodyError::json(&err))?;
-        let mut found = fields.iter().filter(|(key, _)| key == "messages");
+        let mut found = fields.iter().filter(|(key, _)| key == list);
         let raw = match (found.next(), found.next()) {
             (Some((_, raw)), None) => *raw,
-            (None, _) => return Err(BodyError::Messages("is missing")),
-            (Some(_), Some(_)) => return Err(BodyError::Messages("appears twice")),
+            (None, _) => return Err(BodyError::List(list, "is missing")),
+            (Some(_), Some(_)) => return Err(BodyError::List(list, "appears twice")),
         };
         if !raw.get().starts_with('[') {
-            return Err(BodyError::Messages("must be an array"));
+            return Err(BodyError::List(list, "must be an array"));
         }
         let messages: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|err| BodyError::json(&err))?;
-        Ok(RequestBody { text, fields, messages })
+        Ok(RequestBody { text, fields, list, messages })
+    }
+
+    /// Whether the client asked for a stream (`"stream": true`).
+    pub fn streams(&self) -> bool {
+        self.raw("stream").is_some_and(|raw| raw.trim() == "true")
     }
 
     /// The raw text of the top-level field `key`, when present.
@@ -87,9 +101,15 @@ impl<'a> RequestBody<'a> {
         self.raw(key).and_then(|raw| serde_json::from_str(raw).ok())
     }
 
-    /// The raw text of each message, in order.
+    /// The raw text of each message (each entry of the list), in order.
     pub fn raw_messages(&self) -> &[&'a RawValue] {
         &self.messages
+    }
+
+    /// The entries of the list as values.
+    pub fn entries(&self) -> Vec<Value> {
+        // The text was parsed once already; it is valid JSON.
+        self.messages.iter().map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null)).collect()
     }
 
     /// The messages, read into the conversation model.
@@ -105,7 +125,7 @@ impl<'a> RequestBody<'a> {
             .collect()
     }
 
-    /// The body with `messages` replaced by `messages_json` and every other byte kept.
+    /// The body with the list replaced by `messages_json` and every other byte kept.
     pub fn splice(&self, messages_json: &str) -> String {
         let (start, end) = self.messages_span();
         let mut out = String::with_capacity(self.text.len() - (end - start) + messages_json.len());
@@ -115,9 +135,9 @@ impl<'a> RequestBody<'a> {
         out
     }
 
-    /// Where the `messages` array lies in the body, in bytes.
+    /// Where the list lies in the body, in bytes.
     fn messages_span(&self) -> (usize, usize) {
-        let raw = self.raw("messages").unwrap_or_default();
+        let raw = self.raw(self.list).unwrap_or_default();
         // `raw` is a slice of `text` (a borrowed raw value), so its offset is the distance
         // between the two pointers.
         let start = raw.as_ptr() as usize - self.text.as_ptr() as usize;
@@ -185,15 +205,24 @@ mod tests {
     #[test]
     fn bad_bodies_say_what_is_wrong() {
         assert!(matches!(RequestBody::parse(b"{\"messages\": [}"), Err(BodyError::NotJson { line: 1, .. })));
-        assert!(matches!(RequestBody::parse(b"[1]"), Err(BodyError::NotAnObject)));
+        assert!(matches!(RequestBody::parse(b"[1]"), Err(BodyError::NotAnObject("messages"))));
         assert!(matches!(RequestBody::parse(b"[1"), Err(BodyError::NotJson { .. })));
         assert!(matches!(RequestBody::parse(b"\xff{}"), Err(BodyError::NotUtf8(0))));
-        assert_eq!(RequestBody::parse(b"{}").unwrap_err(), BodyError::Messages("is missing"));
+        assert_eq!(RequestBody::parse(b"{}").unwrap_err(), BodyError::List("messages", "is missing"));
         assert_eq!(
             RequestBody::parse(br#"{"messages":[],"messages":[]}"#).unwrap_err(),
-            BodyError::Messages("appears twice")
+            BodyError::List("messages", "appears twice")
         );
-        assert_eq!(RequestBody::parse(br#"{"messages":{}}"#).unwrap_err(), BodyError::Messages("must be an array"));
+        assert_eq!(
+            RequestBody::parse(br#"{"messages":{}}"#).unwrap_err(),
+            BodyError::List("messages", "must be an array")
+        );
+        let input = RequestBody::parse_list(br#"{"input":[{"type":"message"}],"messages":1}"#, "input").unwrap();
+        assert_eq!(input.splice("[]"), r#"{"input":[],"messages":1}"#);
+        assert_eq!(
+            RequestBody::parse_list(br#"{"input":"hi"}"#, "input").unwrap_err().to_string(),
+            "the request body's `input` must be an array; send one `input` array"
+        );
         assert!(RequestBody::parse(br#"{"messages":[]} x"#).is_err());
     }
 

@@ -1,8 +1,9 @@
 //! The one place the proxy uses the runtime's [`CompactionMiddleware`]: one per conversation,
 //! configured with that conversation's system prompt, tools and window.
 //!
-//! The middleware decides what to send; this module turns its answer into the `messages`
-//! text to splice into the client's body. When the answer is the client's own history, the
+//! The middleware decides what to send; this module turns its answer into the list (the
+//! `messages`, or the Responses API's `input`) to splice into the client's body, written by
+//! the client's API's [`Wire`]. When the answer is the client's own history, the
 //! client's bytes go out unchanged. Otherwise the newest messages the compaction left as
 //! they are go out as the client wrote them (with the cache breakpoints the client put on
 //! them now), and the rest, as the middleware keeps them, without breakpoints: a client moves
@@ -16,7 +17,7 @@ use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
-use contextfold_core::{validate, Message, System, TokenLedger};
+use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -36,13 +37,44 @@ pub struct Settings {
     pub strategy: Strategy,
 }
 
+/// How an API's list of messages is written around what the compaction keeps of the client's.
+pub trait Wire: Sync {
+    /// The list to send: `rewritten` (what the compaction made of the older messages) in the
+    /// API's shape, then the client's own text of its messages from `from` on.
+    fn join(&self, rewritten: &[&Message], from: usize) -> String;
+
+    /// What breaks the API's rules in a compacted conversation (checked before it is sent).
+    fn problems(&self, conversation: &Conversation) -> Vec<Problem> {
+        validate(conversation)
+    }
+}
+
+/// The Messages API's `messages`: one entry a message; the rewritten ones lose their cache
+/// breakpoints.
+pub struct MessagesWire<'r> {
+    /// The client's messages as it wrote them.
+    pub raw: &'r [&'r RawValue],
+}
+
+impl Wire for MessagesWire<'_> {
+    fn join(&self, rewritten: &[&Message], from: usize) -> String {
+        let rewritten = rewritten.iter().map(|message| {
+            let mut value = message.to_value();
+            strip_cache_control(&mut value);
+            Cow::Owned(value.to_string())
+        });
+        let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(raw.get()));
+        join_messages(rewritten.chain(verbatim))
+    }
+}
+
 /// One request of a conversation, as the compaction needs it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Request<'r> {
     /// The client's messages.
     pub messages: &'r [Message],
-    /// The same messages as the client wrote them.
-    pub raw_messages: &'r [&'r RawValue],
+    /// How the API writes them.
+    pub wire: &'r dyn Wire,
     /// The system prompt (read when the conversation starts).
     pub system: Option<&'r System>,
     /// The tool definitions (read when the conversation starts).
@@ -144,18 +176,12 @@ pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, 
     if kept == sent.len() && kept == request.messages.len() {
         return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
     }
-    let conversation = contextfold_core::Conversation { messages: prepared.messages(), ..Default::default() };
-    if let Some(problem) = validate(&conversation).into_iter().next() {
+    let conversation = Conversation { messages: prepared.messages(), ..Default::default() };
+    if let Some(problem) = request.wire.problems(&conversation).into_iter().next() {
         return Outcome::Refused { why: problem.to_string() };
     }
-    let rewritten = sent[..sent.len() - kept].iter().map(|message| {
-        let mut value = message.to_value();
-        strip_cache_control(&mut value);
-        Cow::Owned(value.to_string())
-    });
-    let verbatim = request.raw_messages[request.messages.len() - kept..].iter().map(|raw| Cow::Borrowed(raw.get()));
     Outcome::Rewritten {
-        messages: join_messages(rewritten.chain(verbatim)),
+        messages: request.wire.join(&sent[..sent.len() - kept], request.messages.len() - kept),
         tokens_before: state.fixed_tokens + state.client.sync(request.messages),
         tokens_after: prepared.request_tokens,
         compaction,

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 /// Where the proxy listens by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
-/// Where it forwards by default.
+/// Where it forwards Anthropic requests by default.
 pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+/// Where it forwards OpenAI requests by default (a base URL that ends in the API version,
+/// as OpenAI clients' do).
+pub const DEFAULT_UPSTREAM_OPENAI: &str = "https://api.openai.com/v1";
 /// The largest request body by default: 32 MiB, the Messages API's own limit.
 pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
 /// Tokens kept free for the answer by default (as `compact`).
@@ -50,9 +53,12 @@ pub struct ServeConfig {
     /// Where to listen (default 127.0.0.1:8787). Any address but loopback needs
     /// `allow_remote` and an `auth_token`.
     pub listen: SocketAddr,
-    /// The API every request goes to (default <https://api.anthropic.com>); requests never
+    /// The API Anthropic requests go to (default <https://api.anthropic.com>); requests never
     /// name another host.
     pub upstream: String,
+    /// The API OpenAI requests go to (default <https://api.openai.com/v1>): a base URL that
+    /// ends in `/v1`, which the clients' paths start with.
+    pub upstream_openai: String,
     /// Accept a non-loopback `listen` address.
     pub allow_remote: bool,
     /// A token every request must carry (`x-contextfold-token: T` or
@@ -89,6 +95,7 @@ impl std::fmt::Debug for ServeConfig {
         f.debug_struct("ServeConfig")
             .field("listen", &self.listen)
             .field("upstream", &self.upstream)
+            .field("upstream_openai", &self.upstream_openai)
             .field("allow_remote", &self.allow_remote)
             .field("auth_token", &self.auth_token.as_ref().map(|_| "[set]"))
             .field("window", &self.window)
@@ -111,6 +118,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8787))),
             upstream: DEFAULT_UPSTREAM.to_string(),
+            upstream_openai: DEFAULT_UPSTREAM_OPENAI.to_string(),
             allow_remote: false,
             auth_token: None,
             window: None,
@@ -191,6 +199,7 @@ impl ServeConfig {
             return Err(ConfigError::Reserve { window, reserve: self.reserve });
         }
         crate::forward::upstream_url(&self.upstream)?;
+        crate::forward::upstream_url(&self.upstream_openai)?;
         Ok(())
     }
 }

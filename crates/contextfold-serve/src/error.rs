@@ -1,6 +1,8 @@
-//! The proxy's own answers, in the Anthropic API's error shape, so a client's SDK reads them
-//! as it reads the API's: `{"type":"error","error":{"type":…,"message":…}}`.
+//! The proxy's own answers, in the error shape of the client's API, so its SDK reads them as
+//! it reads the API's: Anthropic's `{"type":"error","error":{"type":…,"message":…}}`, or
+//! OpenAI's `{"error":{"message":…,"type":…,"param":null,"code":…}}`.
 
+use crate::route::Api;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -12,6 +14,8 @@ pub struct ProxyError {
     pub status: StatusCode,
     /// The API's error type (`invalid_request_error`, `api_error`, …).
     pub kind: &'static str,
+    /// A short code naming the case, for OpenAI's `code` field.
+    pub code: &'static str,
     /// One sentence: what went wrong and what to do.
     pub message: String,
 }
@@ -19,7 +23,12 @@ pub struct ProxyError {
 impl ProxyError {
     /// 400: the body cannot be read.
     pub fn bad_request(message: impl Into<String>) -> ProxyError {
-        ProxyError { status: StatusCode::BAD_REQUEST, kind: "invalid_request_error", message: message.into() }
+        ProxyError {
+            status: StatusCode::BAD_REQUEST,
+            kind: "invalid_request_error",
+            code: "invalid_body",
+            message: message.into(),
+        }
     }
 
     /// 401: the proxy token is missing or wrong.
@@ -27,6 +36,7 @@ impl ProxyError {
         ProxyError {
             status: StatusCode::UNAUTHORIZED,
             kind: "authentication_error",
+            code: "proxy_token_required",
             message: "contextfold serve needs its proxy token on every request: send it as `x-contextfold-token: TOKEN` or `Proxy-Authorization: Bearer TOKEN`".into(),
         }
     }
@@ -36,6 +46,7 @@ impl ProxyError {
         ProxyError {
             status: StatusCode::PAYLOAD_TOO_LARGE,
             kind: "request_too_large",
+            code: "request_too_large",
             message: format!("the request body is over contextfold serve's limit of {limit} bytes (--max-body)"),
         }
     }
@@ -45,6 +56,7 @@ impl ProxyError {
         ProxyError {
             status: StatusCode::BAD_GATEWAY,
             kind: "api_error",
+            code: "upstream_unreachable",
             message: format!("contextfold serve could not reach the upstream {upstream}: {why}"),
         }
     }
@@ -54,6 +66,7 @@ impl ProxyError {
         ProxyError {
             status: StatusCode::GATEWAY_TIMEOUT,
             kind: "api_error",
+            code: "upstream_timeout",
             message: format!(
                 "the upstream {upstream} did not answer within {seconds} s (contextfold serve's --upstream-timeout)"
             ),
@@ -61,10 +74,16 @@ impl ProxyError {
     }
 }
 
-impl IntoResponse for ProxyError {
-    fn into_response(self) -> Response {
-        let body = json!({"type": "error", "error": {"type": self.kind, "message": self.message}}).to_string();
-        let mut response = (self.status, body).into_response();
+impl ProxyError {
+    /// The answer, in `api`'s error shape.
+    pub fn response_for(self, api: Api) -> Response {
+        let body = match api {
+            Api::Anthropic => json!({"type": "error", "error": {"type": self.kind, "message": self.message}}),
+            Api::OpenAi => {
+                json!({"error": {"message": self.message, "type": self.kind, "param": null, "code": self.code}})
+            }
+        };
+        let mut response = (self.status, body.to_string()).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
     }

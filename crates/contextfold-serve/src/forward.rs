@@ -1,6 +1,8 @@
-//! The upstream: one fixed base URL, one connection pool, and the request as it goes out.
+//! An upstream: one fixed base URL, one connection pool, and the request as it goes out.
+//! There are two, the Anthropic API's and the OpenAI API's.
 //!
-//! The target is always the configured base followed by the request's path and query, so
+//! The target is always the configured base followed by the request's path and query (for
+//! OpenAI, whose base URL ends in the API version, the path after its `/v1`), so
 //! no request can name another host (no open relay; an absolute-form request line or a
 //! path such as `//elsewhere` stays on the upstream). Redirects are relayed to the client,
 //! never followed: following one would send the client's key wherever it pointed.
@@ -48,15 +50,28 @@ fn shown(text: &str) -> String {
 pub struct Upstream {
     client: reqwest::Client,
     base: Url,
+    /// The start of every client path that the base URL already ends in.
+    prefix: &'static str,
     /// The base as log lines and errors show it.
     shown: String,
     timeout: Duration,
 }
 
 impl Upstream {
-    /// The upstream `config` names.
+    /// The Anthropic upstream `config` names (`--upstream`).
     pub fn new(config: &ServeConfig) -> Result<Upstream, ConfigError> {
-        let base = upstream_url(&config.upstream)?;
+        Upstream::at(&config.upstream, "", config)
+    }
+
+    /// The OpenAI upstream `config` names (`--upstream-openai`): its base URL ends in `/v1`,
+    /// as OpenAI clients' base URLs do, so `/v1/chat/completions` goes to its
+    /// `/chat/completions`.
+    pub fn openai(config: &ServeConfig) -> Result<Upstream, ConfigError> {
+        Upstream::at(&config.upstream_openai, "/v1", config)
+    }
+
+    fn at(url: &str, prefix: &'static str, config: &ServeConfig) -> Result<Upstream, ConfigError> {
+        let base = upstream_url(url)?;
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
@@ -68,11 +83,9 @@ impl Upstream {
         if loopback {
             builder = builder.no_proxy();
         }
-        let client = builder
-            .build()
-            .map_err(|err| ConfigError::Upstream { url: shown(&config.upstream), why: err.to_string() })?;
+        let client = builder.build().map_err(|err| ConfigError::Upstream { url: shown(url), why: err.to_string() })?;
         let shown = base.as_str().trim_end_matches('/').to_string();
-        Ok(Upstream { client, base, shown, timeout: config.upstream_timeout })
+        Ok(Upstream { client, base, prefix, shown, timeout: config.upstream_timeout })
     }
 
     /// The base URL, for log lines and errors.
@@ -83,7 +96,11 @@ impl Upstream {
     /// The URL `path_and_query` (as the client sent it, from `/`) resolves to: the base,
     /// then the path, always on the base's host.
     fn target(&self, path_and_query: &str) -> Result<Url, ProxyError> {
-        let joined = format!("{}{}", self.base.as_str().trim_end_matches('/'), path_and_query);
+        let path = match path_and_query.strip_prefix(self.prefix) {
+            Some(rest) if rest.is_empty() || rest.starts_with(['/', '?']) => rest,
+            _ => path_and_query,
+        };
+        let joined = format!("{}{}", self.base.as_str().trim_end_matches('/'), path);
         match Url::parse(&joined) {
             Ok(url) if url.host() == self.base.host() && url.port() == self.base.port() => Ok(url),
             _ => Err(ProxyError::bad_request("the request path cannot be forwarded to the upstream")),
@@ -156,5 +173,10 @@ mod tests {
         assert_eq!(sneaky.host_str(), Some("127.0.0.1"));
         let at = upstream.target("@evil.example/x");
         assert!(at.map_or(true, |url| url.host_str() == Some("127.0.0.1")));
+        let config = ServeConfig { upstream_openai: "http://127.0.0.1:9/v1".into(), ..ServeConfig::default() };
+        let openai = Upstream::openai(&config).unwrap();
+        assert_eq!(openai.target("/v1/chat/completions").unwrap().as_str(), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(openai.target("/v1/models?limit=2").unwrap().as_str(), "http://127.0.0.1:9/v1/models?limit=2");
+        assert_eq!(openai.target("/v1x").unwrap().as_str(), "http://127.0.0.1:9/v1/v1x");
     }
 }

@@ -1,11 +1,13 @@
 //! contextfold-serve: `contextfold serve`, a drop-in proxy for the Anthropic Messages API
-//! that keeps long conversations inside their context window.
+//! and OpenAI's Chat Completions and Responses APIs that keeps long conversations inside
+//! their context window.
 //!
-//! A client points its base URL at the proxy (`ANTHROPIC_BASE_URL=http://127.0.0.1:8787`);
-//! the proxy forwards every request to one configured upstream and relays every response
-//! as it arrives. On `POST /v1/messages` (and `count_tokens`) it runs each conversation's
-//! [`CompactionMiddleware`](contextfold::middleware::CompactionMiddleware) and, when that
-//! compacts, replaces the body's `messages` and nothing else.
+//! A client points its base URL at the proxy (`ANTHROPIC_BASE_URL=http://127.0.0.1:8787`,
+//! `OPENAI_BASE_URL=http://127.0.0.1:8787/v1`); the proxy forwards every request to its
+//! API's configured upstream and relays every response as it arrives. On `POST /v1/messages`
+//! (and `count_tokens`), `POST /v1/chat/completions` and `POST /v1/responses` it runs each
+//! conversation's [`CompactionMiddleware`](contextfold::middleware::CompactionMiddleware)
+//! and, when that compacts, replaces the body's `messages` (or `input`) and nothing else.
 //!
 //! # Brief overview
 //!
@@ -25,7 +27,7 @@
 //! ```
 //!
 //! **Invariants**: the upstream receives the client's bytes when nothing is compacted, and
-//! only `messages` changes when something is; between two compactions every request's
+//! only `messages` (or `input`) changes when something is; between two compactions every request's
 //! prefix is the same text as the previous one's; a compacted request that would break a
 //! rule of the API is never sent (the client's is, unchanged); no header, body or query
 //! string is logged.
@@ -40,8 +42,11 @@ mod error;
 mod forward;
 mod headers;
 mod log;
+mod openai;
+mod prepare;
 mod proxy;
 mod relay;
+mod route;
 mod session;
 mod usage;
 pub mod window;
@@ -107,22 +112,22 @@ impl Stats {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Messages requests sent with the client's body unchanged.
+    /// Conversation requests sent with the client's body unchanged.
     pub fn unchanged(&self) -> u64 {
         self.unchanged.load(Ordering::Relaxed)
     }
 
-    /// Messages requests for which a compaction ran.
+    /// Conversation requests for which a compaction ran.
     pub fn compactions(&self) -> u64 {
         self.compacted.load(Ordering::Relaxed)
     }
 
-    /// Messages requests that resent an earlier compaction.
+    /// Conversation requests that resent an earlier compaction.
     pub fn resent(&self) -> u64 {
         self.resent.load(Ordering::Relaxed)
     }
 
-    /// Conversations whose state is held (as of the last Messages request).
+    /// Conversations whose state is held (as of the last conversation request).
     pub fn conversations(&self) -> u64 {
         self.conversations.load(Ordering::Relaxed)
     }
@@ -131,9 +136,9 @@ impl Stats {
         self.conversations.store(held as u64, Ordering::Relaxed);
     }
 
-    /// Messages requests forwarded as they came for a reason of their own (compaction
-    /// turned off, server-side compaction, a body the compaction cannot read, a compacted
-    /// request that would break a rule of the API).
+    /// Conversation requests forwarded as they came for a reason of their own (compaction
+    /// turned off, server-side compaction or history the server holds, a body the
+    /// compaction cannot read, a compacted request that would break a rule of the API).
     pub fn untouched(&self) -> u64 {
         self.untouched.load(Ordering::Relaxed)
     }
@@ -150,11 +155,13 @@ impl Proxy {
     pub async fn bind(config: ServeConfig) -> Result<Proxy, ServeError> {
         config.check()?;
         let upstream = forward::Upstream::new(&config)?;
+        let openai = forward::Upstream::openai(&config)?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let app = proxy::App {
             upstream,
+            openai,
             settings: compaction::Settings {
                 compactor: config.compactor.clone(),
                 window: config.window,
@@ -177,9 +184,14 @@ impl Proxy {
         self.listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
-    /// The upstream every request goes to, as shown in log lines.
+    /// The upstream Anthropic requests go to, as shown in log lines.
     pub fn upstream(&self) -> &str {
         self.app.upstream.shown()
+    }
+
+    /// The upstream OpenAI requests go to, as shown in log lines.
+    pub fn upstream_openai(&self) -> &str {
+        self.app.openai.shown()
     }
 
     /// What the proxy has done so far.

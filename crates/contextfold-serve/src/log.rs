@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// What the proxy did with a request's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Not a Messages request: forwarded as it came.
+    /// Not a request that carries a conversation: forwarded as it came.
     Forwarded,
     /// The client's body went out unchanged: nothing to compact yet.
     Unchanged,

@@ -1,28 +1,30 @@
-//! The request path: check the token, read the body, compact the messages of a Messages
-//! request, forward, relay.
+//! The request path: check the token, read the body, compact the conversation of a request
+//! that carries one, forward to the request's API's upstream, relay.
 //!
 //! One handler serves every method and path, so the proxy itself never answers 405 (and
 //! `HEAD /`, which clients use to see whether the API is up, goes upstream like the rest).
-//! `POST /v1/messages` and `POST /v1/messages/count_tokens` have their messages compacted;
-//! everything else is forwarded as it came.
+//! [`Route`] decides the API and whether there is a conversation to compact:
+//! `POST /v1/messages` and `/v1/messages/count_tokens` here, Chat Completions and the
+//! Responses API in [`crate::openai`]; everything else is forwarded as it came.
 
 use crate::body::RequestBody;
-use crate::compaction::{self, ConversationState, Outcome, Request, Settings};
+use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
 use crate::config::LogFormat;
 use crate::conversations::Conversations;
 use crate::error::ProxyError;
 use crate::forward::Upstream;
-use crate::headers::{compaction_off, has_token, upstream_request};
+use crate::headers::{has_token, upstream_request};
 use crate::log::{Action, RequestLog};
+use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
+use crate::route::{Api, Route};
 use crate::session::identify;
-use crate::usage::OnUsage;
+use crate::usage::Dialect;
 use crate::Stats;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::request::Parts;
-use axum::http::{header, Method};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use contextfold_core::{Block, Conversation, Message};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -32,8 +34,10 @@ use std::time::Duration;
 
 /// What every request shares.
 pub struct App {
-    /// Where requests go.
+    /// Where Anthropic requests go.
     pub upstream: Upstream,
+    /// Where OpenAI requests go.
+    pub openai: Upstream,
     /// How conversations are compacted.
     pub settings: Settings,
     /// Each conversation's state.
@@ -53,41 +57,49 @@ pub struct App {
 /// Serves one request.
 pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
+    let route = Route::of(&parts.method, parts.uri.path(), &parts.headers);
+    let api = route.api();
     let mut log = RequestLog::new(app.log_format, parts.method.as_str(), parts.uri.path());
     app.stats.count_request();
     if let Some(token) = &app.token {
         if !has_token(&parts.headers, token) {
-            return answer(log, ProxyError::unauthorized());
+            return answer(log, ProxyError::unauthorized(), api);
         }
     }
     let bytes = match read_body(body, app.max_body).await {
         Ok(bytes) => bytes,
-        Err(err) => return answer(log, err),
+        Err(err) => return answer(log, err, api),
     };
-    let (body, on_usage) = if is_messages_route(&parts) {
-        match messages_body(&app, &parts, bytes, &mut log).await {
-            Ok(prepared) => prepared,
-            Err(err) => return answer(log, err),
-        }
-    } else {
-        (bytes, None)
+    let prepared = match route {
+        Route::Messages => messages_body(&app, &parts, bytes, &mut log).await,
+        Route::ChatCompletions => crate::openai::chat::body(&app, &parts, bytes, &mut log).await,
+        Route::Responses => crate::openai::responses::body(&app, &parts, bytes, &mut log).await,
+        Route::Forward(_) => Ok((bytes, None)),
+    };
+    let (body, observer) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => return answer(log, err, api),
+    };
+    let upstream = match api {
+        Api::Anthropic => &app.upstream,
+        Api::OpenAi => &app.openai,
     };
     let path_and_query = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-    match app.upstream.send(parts.method.clone(), path_and_query, upstream_request(&parts.headers), body).await {
-        Ok(response) => relay(response, app.idle_timeout, log, on_usage),
-        Err(err) => answer(log, err),
+    match upstream.send(parts.method.clone(), path_and_query, upstream_request(&parts.headers), body).await {
+        Ok(response) => relay(response, app.idle_timeout, log, observer),
+        Err(err) => answer(log, err, api),
     }
 }
 
-/// The proxy's own answer, logged.
-fn answer(mut log: RequestLog, err: ProxyError) -> Response {
+/// The proxy's own answer, logged, in `api`'s error shape.
+fn answer(mut log: RequestLog, err: ProxyError, api: Api) -> Response {
     log.status = err.status.as_u16();
     if log.action != Action::Untouched {
         log.action = Action::Refused;
     }
     log.note.get_or_insert_with(|| err.message.clone());
     log.emit("complete");
-    err.into_response()
+    err.response_for(api)
 }
 
 /// The body, up to `limit` bytes (413 past it).
@@ -99,46 +111,32 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ProxyError> {
     }
 }
 
-fn is_messages_route(parts: &Parts) -> bool {
-    parts.method == Method::POST && matches!(parts.uri.path(), "/v1/messages" | "/v1/messages/count_tokens")
-}
-
 /// The body to send for a Messages request (the client's bytes, or with its `messages`
-/// compacted), and what to do with the provider's count of its input tokens.
-async fn messages_body(
-    app: &App,
-    parts: &Parts,
-    bytes: Bytes,
-    log: &mut RequestLog,
-) -> Result<(Bytes, Option<OnUsage>), ProxyError> {
-    if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
-        return Ok(unobserved(untouched(app, log, "the body is compressed", bytes)));
-    }
-    let parsed = RequestBody::parse(&bytes).map_err(|err| ProxyError::bad_request(err.to_string()))?;
-    log.stream = parsed.raw("stream").is_some_and(|raw| raw.trim() == "true");
-    if compaction_off(&parts.headers) {
-        return Ok(unobserved(untouched(app, log, "x-contextfold: off", bytes)));
-    }
+/// compacted), and what to learn from its answer.
+async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
+    let parsed = match open(app, parts, &bytes, log, "messages") {
+        Ok(Opened::Read(parsed)) => parsed,
+        Ok(Opened::Send(prepared)) => return Ok(prepared),
+        Err(err) => return Err(ProxyError::bad_request(err.to_string())),
+    };
     let messages = match parsed.messages() {
         Ok(messages) => messages,
         Err(err) => {
             let note = format!("the compaction cannot read it: {err}");
-            return Ok(unobserved(untouched(app, log, &note, bytes)));
+            return Ok(untouched(app, log, &note, bytes));
         }
     };
     let preamble = match read_preamble(&parsed) {
         Ok(preamble) => preamble,
         Err(why) => {
             let note = format!("the compaction cannot read it: {why}");
-            return Ok(unobserved(untouched(app, log, &note, bytes)));
+            return Ok(untouched(app, log, &note, bytes));
         }
     };
     if let Some(why) = server_side_compaction(&parsed, &messages) {
-        return Ok(unobserved(untouched(app, log, why, bytes)));
+        return Ok(untouched(app, log, why, bytes));
     }
     let identity = identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), &messages);
-    log.session = Some(identity.session.clone());
-    log.conversation = Some(identity.short_conversation());
     let betas = parts
         .headers
         .get_all("anthropic-beta")
@@ -147,64 +145,16 @@ async fn messages_body(
         .collect::<Vec<_>>()
         .join(",");
     let model = parsed.value("model");
+    let wire = MessagesWire { raw: parsed.raw_messages() };
     let request = Request {
         messages: &messages,
-        raw_messages: parsed.raw_messages(),
+        wire: &wire,
         system: preamble.system.as_ref(),
         tools: preamble.tools.as_deref(),
         model: model.as_ref().and_then(Value::as_str),
         betas: &betas,
     };
-    let slot = app.conversations.slot(identity.conversation);
-    app.stats.set_conversations(app.conversations.len());
-    let (outcome, call) = {
-        let mut state = slot.lock().await;
-        let outcome = compaction::prepare(&mut state, &app.settings, &request).await;
-        (outcome, state.as_ref().map_or(0, ConversationState::calls))
-    };
-    let observe: OnUsage = Box::new(move |tokens| {
-        tokio::spawn(async move {
-            if let Some(state) = slot.lock().await.as_ref() {
-                state.observe_usage(call, tokens);
-            }
-        });
-    });
-    let body = match outcome {
-        Outcome::Unchanged { tokens, skipped } => {
-            log.tokens_in = Some(tokens);
-            log.tokens_out = Some(tokens);
-            log.action = Action::Unchanged;
-            log.note = skipped;
-            app.stats.count(Action::Unchanged);
-            bytes
-        }
-        Outcome::Rewritten { messages, tokens_before, tokens_after, compaction } => {
-            log.tokens_in = Some(tokens_before);
-            log.tokens_out = Some(tokens_after);
-            log.action = if compaction.is_some() { Action::Compacted } else { Action::Resent };
-            app.stats.count(log.action);
-            log.note = compaction;
-            Bytes::from(parsed.splice(&messages))
-        }
-        Outcome::Refused { why } => {
-            let note = format!("the compacted request would break a rule: {why}");
-            return Ok(unobserved(untouched(app, log, &note, bytes)));
-        }
-    };
-    Ok((body, Some(observe)))
-}
-
-/// A body sent without calibrating anything by its answer.
-fn unobserved(bytes: Bytes) -> (Bytes, Option<OnUsage>) {
-    (bytes, None)
-}
-
-/// Records that `bytes` go out as they came, and why.
-fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Bytes {
-    app.stats.count(Action::Untouched);
-    log.action = Action::Untouched;
-    log.note = Some(why.to_string());
-    bytes
+    Ok(compact(app, identity, request, &parsed, bytes.clone(), Dialect::Anthropic, log).await)
 }
 
 /// The system prompt and tools, read into the model.

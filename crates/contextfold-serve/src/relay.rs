@@ -7,7 +7,7 @@
 
 use crate::headers::client_response;
 use crate::log::RequestLog;
-use crate::usage::{OnUsage, UsageProbe};
+use crate::usage::{Observer, UsageProbe};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -19,15 +19,15 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 /// The client's response for the upstream's `response`; `log` is written when it ends, and
-/// `on_usage` learns the input tokens the upstream counted, when a successful, uncompressed
+/// `observer` learns the input tokens the upstream counted, when a successful, uncompressed
 /// answer states them.
-pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog, on_usage: Option<OnUsage>) -> Response {
+pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog, observer: Option<Observer>) -> Response {
     let status = response.status();
     log.status = status.as_u16();
     let headers = client_response(response.headers());
     let readable = status.is_success() && !headers.contains_key(axum::http::header::CONTENT_ENCODING);
     let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
-    let usage = on_usage.filter(|_| readable).and_then(|on_usage| UsageProbe::new(content_type, on_usage));
+    let usage = observer.filter(|_| readable).and_then(|observer| UsageProbe::new(content_type, observer));
     let body = Relay {
         remaining: response.content_length(),
         inner: response.bytes_stream().boxed(),

@@ -7,6 +7,10 @@
 //! `x-anthropic-billing-header` line), and the first message. One session may hold several
 //! conversations at once (an agent and its sub-agents), so the state is keyed by the
 //! session and the conversation's first message.
+//!
+//! An OpenAI request names its session with `x-contextfold-session`, then the body's
+//! `prompt_cache_key` (Codex CLI's conversation id), then `user` or `safety_identifier`;
+//! otherwise it is the same hash of the system/developer prompt and the first message.
 
 use crate::headers::SESSION_HEADER;
 use axum::http::HeaderMap;
@@ -46,7 +50,6 @@ pub fn identify(
     system: Option<&System>,
     messages: &[Message],
 ) -> Identity {
-    let first = messages.first().map_or(0, message_fingerprint);
     let named = [CLAUDE_CODE_SESSION_HEADER, SESSION_HEADER]
         .iter()
         .find_map(|name| headers.get(*name).and_then(|value| value.to_str().ok()))
@@ -54,6 +57,27 @@ pub fn identify(
         .filter(|id| !id.is_empty())
         .map(str::to_string)
         .or_else(|| metadata.and_then(metadata_session));
+    keyed(named, system, messages)
+}
+
+/// The identity of an OpenAI request with these headers, body fields (`prompt_cache_key`,
+/// `user`, `safety_identifier`, in that order), system prompt and messages.
+pub fn identify_openai(
+    headers: &HeaderMap,
+    named_by_body: &[Option<Value>],
+    system: Option<&System>,
+    messages: &[Message],
+) -> Identity {
+    let from_header = headers.get(SESSION_HEADER).and_then(|value| value.to_str().ok()).map(str::to_string);
+    let from_body = named_by_body.iter().flatten().filter_map(|value| value.as_str().map(str::to_string));
+    let named = from_header.into_iter().chain(from_body).map(|id| id.trim().to_string()).find(|id| !id.is_empty());
+    keyed(named, system, messages)
+}
+
+/// The identity of the conversation starting with `messages` in the session `named`, or in a
+/// session named by the hash of the system prompt and first message.
+fn keyed(named: Option<String>, system: Option<&System>, messages: &[Message]) -> Identity {
+    let first = messages.first().map_or(0, message_fingerprint);
     let session = match named {
         Some(id) => printable(&id),
         None => {
@@ -158,6 +182,23 @@ mod tests {
         let sub = identify(&headers, None, None, &[Message::text(Role::User, "search the repo")]);
         assert_eq!(main.session, sub.session);
         assert_ne!(main.conversation, sub.conversation);
+    }
+
+    #[test]
+    fn openai_sessions_come_from_the_header_then_the_body_then_a_hash() {
+        let first = [Message::text(Role::User, "fix the bug")];
+        let body = [Some(json!("pck-1")), Some(json!("user-9")), None];
+        let header = with_header(SESSION_HEADER, "mine");
+        assert_eq!(identify_openai(&header, &body, None, &first).session, "mine");
+        assert_eq!(identify_openai(&HeaderMap::new(), &body, None, &first).session, "pck-1");
+        let later = [None, Some(json!("")), Some(json!("safety-3"))];
+        assert_eq!(identify_openai(&HeaderMap::new(), &later, None, &first).session, "safety-3");
+        let system = System::Text("You are Codex.".into());
+        let hashed = identify_openai(&HeaderMap::new(), &[None, Some(json!(7))], Some(&system), &first);
+        assert!(hashed.session.starts_with('h'));
+        assert_eq!(hashed, identify_openai(&HeaderMap::new(), &[], Some(&system), &first));
+        let other = identify_openai(&HeaderMap::new(), &[], Some(&System::Text("Else.".into())), &first);
+        assert_ne!(hashed.session, other.session);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The context window of a request's model, when `--window` does not say.
 //!
-//! A small table of current Anthropic models by name prefix; anything else gets 200k, the
-//! window of every current Claude model. Sonnet 4 and 4.5 have a million tokens when the
-//! client asks for it with the `context-1m-2025-08-07` beta.
+//! A small table of current Anthropic and OpenAI models by name prefix; anything else gets
+//! 200k, the window of every current Claude model (a local model served behind an
+//! OpenAI-compatible API needs `--window`). Sonnet 4 and 4.5 have a million tokens when the
+//! client asks for it with the `context-1m-2025-08-07` beta. For OpenAI's GPT-5 family the
+//! window is its input limit, 272k of the 400k it shares with the output.
 
 /// The window assumed for a model the table does not know.
 pub const DEFAULT_WINDOW: u64 = 200_000;
@@ -20,6 +22,14 @@ const MODELS: &[(&str, u64)] = &[
     ("claude-3-5-haiku", 200_000),
     ("claude-3-opus", 200_000),
     ("claude-3-haiku", 200_000),
+    ("gpt-5", 272_000),
+    ("codex-", 272_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
 ];
 
 /// Models that take the one-million-token beta.
@@ -47,5 +57,8 @@ mod tests {
         assert_eq!(model_window(Some("claude-opus-4-1"), CONTEXT_1M_BETA), 200_000);
         assert_eq!(model_window(Some("some-local-model"), ""), DEFAULT_WINDOW);
         assert_eq!(model_window(None, CONTEXT_1M_BETA), DEFAULT_WINDOW);
+        assert_eq!(model_window(Some("gpt-5-codex"), ""), 272_000);
+        assert_eq!(model_window(Some("gpt-4.1-mini"), ""), 1_047_576);
+        assert_eq!(model_window(Some("gpt-4o-2024-08-06"), ""), 128_000);
     }
 }

@@ -25,6 +25,7 @@ impl ServeArgs {
         Ok(ServeConfig {
             listen: self.listen,
             upstream: self.upstream.clone(),
+            upstream_openai: self.upstream_openai.clone(),
             allow_remote: self.allow_remote,
             auth_token,
             window: self.window,
@@ -50,8 +51,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let proxy = Proxy::bind(config.clone()).await?;
         let addr = proxy.local_addr();
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "contextfold serve: listening on http://{addr}, forwarding to {}", proxy.upstream())?;
+        writeln!(
+            stdout,
+            "contextfold serve: listening on http://{addr}, forwarding to {} (OpenAI clients: {})",
+            proxy.upstream(),
+            proxy.upstream_openai()
+        )?;
         writeln!(stdout, "export ANTHROPIC_BASE_URL=http://{addr}")?;
+        writeln!(stdout, "export OPENAI_BASE_URL=http://{addr}/v1")?;
         stdout.flush()?;
         drop(stdout);
         if let Some(store) = &config.store {

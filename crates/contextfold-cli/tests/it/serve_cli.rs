@@ -85,7 +85,9 @@ struct Served {
 
 fn serve(upstream: &str) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_contextfold"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--tokenizer", "estimate"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--upstream-openai"])
+        .arg(format!("{upstream}/v1"))
+        .args(["--tokenizer", "estimate"])
         .env_remove("CONTEXTFOLD_AUTH_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -107,7 +109,7 @@ fn serve(upstream: &str) -> Served {
         }
     });
     let stdout: Vec<String> =
-        (0..2).map(|_| stdout_lines.recv_timeout(Duration::from_secs(30)).expect("a start-up line")).collect();
+        (0..3).map(|_| stdout_lines.recv_timeout(Duration::from_secs(30)).expect("a start-up line")).collect();
     let addr = stdout[1].strip_prefix("export ANTHROPIC_BASE_URL=http://").expect("the export line").to_string();
     Served { child, stdout, stderr, addr }
 }
@@ -164,8 +166,12 @@ fn serve_prints_where_it_listens_logs_each_request_and_drains_on_sigterm() {
     let mut served = serve(&upstream_url);
     assert_eq!(
         served.stdout[0],
-        format!("contextfold serve: listening on http://{}, forwarding to {upstream_url}", served.addr)
+        format!(
+            "contextfold serve: listening on http://{}, forwarding to {upstream_url} (OpenAI clients: {upstream_url}/v1)",
+            served.addr
+        )
     );
+    assert_eq!(served.stdout[2], format!("export OPENAI_BASE_URL=http://{}/v1", served.addr));
     let (status, body) = post(&served.addr);
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("\"text\":\"hi\""), "{body}");

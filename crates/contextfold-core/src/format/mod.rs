@@ -85,6 +85,43 @@ pub enum Layout {
     Array,
 }
 
+/// Which entries of a request's list (its `messages`, or its `input` items) each message of
+/// the conversation read from it came from, so that a proxy can send the entries of a
+/// message it did not change as the client wrote them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spans {
+    /// The leading entries read into the system prompt: `0..system`.
+    pub system: usize,
+    /// For each message, the entries it was read from. The ranges follow one another from
+    /// `system` to the end of the list.
+    pub messages: Vec<std::ops::Range<usize>>,
+}
+
+impl Spans {
+    /// Records that entry `index` was read, leaving the reader with `messages` messages:
+    /// none means the entry went into the system prompt; otherwise it is part of the last.
+    pub(crate) fn record(&mut self, index: usize, messages: usize) {
+        match messages {
+            0 => self.system = index + 1,
+            count if self.messages.len() == count => {
+                if let Some(last) = self.messages.last_mut() {
+                    last.end = index + 1;
+                }
+            }
+            _ => self.messages.push(index..index + 1),
+        }
+    }
+
+    /// Adds `span` to the last message's entries, when a reader merges a message into the one
+    /// before it after reading.
+    pub(crate) fn extend_last(&mut self, span: std::ops::Range<usize>) {
+        match self.messages.last_mut() {
+            Some(last) => last.end = span.end,
+            None => self.messages.push(span),
+        }
+    }
+}
+
 /// A conversation read from text, with what the reader learned about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
@@ -299,6 +336,7 @@ pub fn write_with_losses(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Role;
 
     #[test]
     fn detects_formats() {
@@ -320,6 +358,61 @@ mod tests {
         );
         let err = parse("{\"messages\": [", None).unwrap_err();
         assert_eq!(err.to_string(), "invalid JSON at line 1, column 14: the text ends inside a list (a `[` is never closed; is the file cut short?)");
+    }
+
+    #[test]
+    fn spans_say_which_entries_each_message_came_from() {
+        let chat = serde_json::json!([
+            {"role": "system", "content": "a"}, {"role": "developer", "content": "b"},
+            {"role": "user", "content": "c"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "x"}, {"role": "tool", "tool_call_id": "2", "content": "y"},
+            {"role": "user", "content": "d"}, {"role": "assistant", "content": "e"}
+        ]);
+        let (conversation, spans) = openai::from_value_spanned(chat).unwrap();
+        assert_eq!(spans, Spans { system: 2, messages: vec![2..3, 3..4, 4..7, 7..8] });
+        assert_eq!(conversation.messages.len(), spans.messages.len());
+        let responses = serde_json::json!({"instructions": "i", "input": [
+            {"type": "message", "role": "developer", "content": "p"},
+            {"type": "message", "role": "user", "content": "q"},
+            {"type": "reasoning", "id": "r", "summary": [], "encrypted_content": "e"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "o"},
+            {"type": "compaction", "encrypted_content": "z"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]}
+        ]});
+        let (conversation, spans) = responses::from_value_spanned(responses).unwrap();
+        assert_eq!(spans, Spans { system: 1, messages: vec![1..2, 2..4, 4..6, 6..7] });
+        assert_eq!(conversation.messages.len(), spans.messages.len());
+        let (_, none) = responses::from_value_spanned(serde_json::json!({"input": "hi"})).unwrap();
+        assert_eq!(none, Spans::default());
+    }
+
+    #[test]
+    fn spans_follow_later_system_messages_kept_or_read_as_user_text() {
+        let chat = serde_json::json!([
+            {"role": "user", "content": "hi"}, {"role": "developer", "content": "mode changed"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"},
+            {"role": "system", "content": "between two user messages"}, {"role": "user", "content": "more"}
+        ]);
+        let (conversation, spans) = openai::from_value_spanned(chat).unwrap();
+        assert_eq!(conversation.messages[1].role, Role::System);
+        assert_eq!(spans, Spans { system: 0, messages: vec![0..1, 1..2, 2..3, 3..6] });
+        let responses = serde_json::json!({"input": [
+            {"type": "message", "role": "developer", "content": "p"},
+            {"type": "message", "role": "user", "content": "q"},
+            {"type": "message", "role": "developer", "content": "between two user messages"},
+            {"type": "message", "role": "user", "content": "r"},
+            {"type": "message", "role": "system", "content": "kept"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]},
+            {"type": "message", "role": "user", "content": "s"}
+        ]});
+        let (conversation, spans) = responses::from_value_spanned(responses).unwrap();
+        let roles: Vec<Role> = conversation.messages.iter().map(|message| message.role).collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::User]);
+        assert_eq!(spans, Spans { system: 1, messages: vec![1..4, 4..5, 5..6, 6..7] });
     }
 
     #[test]

@@ -423,6 +423,18 @@ proptest! {
             let written = format::to_value(&conversation, Format::Responses, layout).unwrap();
             prop_assert_eq!(serde_json::to_string(&written).unwrap(), serde_json::to_string(&value).unwrap());
             let _ = responses::check(&conversation);
+            // Each message is written as the very items it was read from.
+            let (_, spans) = responses::from_value_spanned(value.clone()).unwrap();
+            let list = if wrap { value["input"].as_array().unwrap().clone() } else { value.as_array().unwrap().clone() };
+            prop_assert_eq!(spans.messages.len(), conversation.messages.len());
+            let mut next = spans.system;
+            for (message, span) in conversation.messages.iter().zip(&spans.messages) {
+                prop_assert_eq!(span.start, next);
+                next = span.end;
+                let alone = Conversation { messages: vec![message.clone()], ..Conversation::default() };
+                prop_assert_eq!(&responses::items(&alone)[..], &list[span.clone()]);
+            }
+            prop_assert_eq!(next, list.len());
             // Another format can always be written.
             format::to_value(&conversation, Format::Anthropic, Layout::Object).unwrap();
             format::to_value(&conversation, Format::OpenAi, Layout::Object).unwrap();

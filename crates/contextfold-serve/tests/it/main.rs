@@ -7,6 +7,7 @@ mod corpus;
 mod faults;
 mod identity;
 mod mock;
+mod openai;
 mod security;
 mod sessions;
 mod streaming;

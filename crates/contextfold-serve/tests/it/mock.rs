@@ -42,8 +42,8 @@ pub struct Recorded {
     pub headers: HeaderMap,
     /// The body's bytes.
     pub body: Bytes,
-    /// For Messages requests: the problems `validate` finds (`None` when the body is not a
-    /// conversation at all).
+    /// For Messages, Chat Completions and Responses requests: the problems validation finds
+    /// (`None` when the body is not a conversation at all, or the path is another).
     pub problems: Option<Vec<String>>,
     outcome: Mutex<Outcome>,
 }
@@ -221,9 +221,23 @@ impl Mock {
         self.requests().into_iter().filter(|request| request.uri.starts_with("/v1/messages")).collect()
     }
 
+    /// The requests received so far at `path` (query aside).
+    pub fn requests_at(&self, path: &str) -> Vec<Arc<Recorded>> {
+        self.requests().into_iter().filter(|request| request.uri.split('?').next() == Some(path)).collect()
+    }
+
     /// Asserts that every Messages request received passes `validate`; returns how many.
     pub fn assert_all_valid(&self) -> usize {
-        let requests = self.messages_requests();
+        Mock::assert_valid(self.messages_requests())
+    }
+
+    /// Asserts that every request received at `path` (Chat Completions or Responses) is a
+    /// conversation that passes its format's validation; returns how many.
+    pub fn assert_all_valid_at(&self, path: &str) -> usize {
+        Mock::assert_valid(self.requests_at(path))
+    }
+
+    fn assert_valid(requests: Vec<Arc<Recorded>>) -> usize {
         for (index, request) in requests.iter().enumerate() {
             match &request.problems {
                 Some(problems) => assert!(problems.is_empty(), "request {index} is invalid: {problems:?}"),
@@ -259,7 +273,7 @@ async fn handle(
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let uri = parts.uri.path_and_query().map_or("/", |path| path.as_str()).to_string();
-    let problems = uri.starts_with("/v1/messages").then(|| problems(&body)).flatten();
+    let problems = problems(&uri, &body);
     let recorded = Arc::new(Recorded {
         method: parts.method,
         uri,
@@ -328,11 +342,24 @@ fn set_headers(response: &mut Response, headers: &[(String, String)]) {
     }
 }
 
-/// What `validate` finds in a Messages body.
-fn problems(body: &[u8]) -> Option<Vec<String>> {
-    let value: Value = serde_json::from_slice(body).ok()?;
-    let conversation = Conversation::from_value(value).ok()?;
-    Some(validate(&conversation).iter().map(ToString::to_string).collect())
+/// What `validate` finds in a Messages body, and in a Chat Completions or Responses body (as
+/// read by that format; the Responses API's own rules too), by the request's path.
+fn problems(uri: &str, body: &[u8]) -> Option<Vec<String>> {
+    use contextfold_core::format::{self, responses, Format};
+    let path = uri.split('?').next().unwrap_or_default();
+    let format = match path {
+        "/v1/messages" | "/v1/messages/count_tokens" => Format::Anthropic,
+        "/v1/chat/completions" => Format::OpenAi,
+        "/v1/responses" => Format::Responses,
+        _ => return None,
+    };
+    let text = std::str::from_utf8(body).ok()?;
+    let conversation = match format {
+        Format::Anthropic => Conversation::from_value(serde_json::from_str(text).ok()?).ok()?,
+        _ => format::parse(text, Some(format)).ok()?.conversation,
+    };
+    let found = if format == Format::Responses { responses::check(&conversation) } else { validate(&conversation) };
+    Some(found.iter().map(ToString::to_string).collect())
 }
 
 /// How many assistant messages a Messages request holds (what a script picks its reply by).

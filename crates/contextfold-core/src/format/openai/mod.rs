@@ -58,7 +58,7 @@
 //! What each direction drops is counted as it is dropped ([`read`], [`write`]); the
 //! counts are [`Loss`](super::lost::Loss)es, so a conversion can say what it lost.
 
-use super::FormatError;
+use super::{FormatError, Spans};
 use crate::conversation::{Conversation, Location, ModelError};
 use serde_json::{json, Map, Value};
 
@@ -76,6 +76,13 @@ pub use write::write;
 /// the model could not keep.
 pub fn from_value(value: Value) -> Result<Conversation, FormatError> {
     read(value).map(|(conversation, _)| conversation)
+}
+
+/// [`from_value`], and which of the input's messages each message was read from (runs of
+/// one side merge into one message; the leading system/developer messages are the system
+/// prompt).
+pub fn from_value_spanned(value: Value) -> Result<(Conversation, Spans), FormatError> {
+    read::read_spanned(value).map(|(conversation, spans, _)| (conversation, spans))
 }
 
 /// Writes an OpenAI request object: `messages` (system first), `tools`, then every other

@@ -7,12 +7,17 @@ use crate::conversation::{
     ToolResult, ToolResultContent, ToolUse,
 };
 use crate::format::lost::{Loss, LossKind, Losses};
-use crate::format::FormatError;
+use crate::format::{FormatError, Spans};
 use crate::validate::system_misplacement;
 use serde_json::{json, Value};
 
 /// Reads an OpenAI request (object or bare array of messages), with what it could not keep.
 pub fn read(value: Value) -> Result<(Conversation, Vec<Loss>), FormatError> {
+    read_spanned(value).map(|(conversation, _, lost)| (conversation, lost))
+}
+
+/// [`read`], and which of the input's messages each message was read from.
+pub(super) fn read_spanned(value: Value) -> Result<(Conversation, Spans, Vec<Loss>), FormatError> {
     let (messages, mut extra) = match value {
         Value::Array(messages) => (messages, Extra::new()),
         Value::Object(mut map) => match map.remove("messages") {
@@ -45,17 +50,27 @@ pub fn read(value: Value) -> Result<(Conversation, Vec<Loss>), FormatError> {
         extra.remove("functions");
     }
     let mut reader = Reader::default();
+    let mut spans = Spans::default();
     for (index, message) in messages.into_iter().enumerate() {
         reader.message(index, message)?;
+        spans.record(index, reader.messages.len());
     }
-    reader.place_system_messages();
+    reader.place_system_messages(&mut spans);
     let conversation = Conversation {
         system: (!reader.system.is_empty()).then(|| System::Text(reader.system.join("\n\n"))),
         messages: reader.messages,
         tools,
         extra,
     };
-    Ok((conversation, reader.lost.into_vec()))
+    Ok((conversation, spans, reader.lost.into_vec()))
+}
+
+/// What [`Reader::push`] did with a message.
+enum Pushed {
+    /// It joined the last message, of the same role.
+    Merged,
+    /// It is a message of its own.
+    New,
 }
 
 /// The state of reading one message list.
@@ -214,7 +229,7 @@ impl Reader {
 
     /// Reads a later system message that the Anthropic rules allow nowhere where it stands
     /// (say between two user messages) as the user text it merges into.
-    fn place_system_messages(&mut self) {
+    fn place_system_messages(&mut self, spans: &mut Spans) {
         let mut messages = std::mem::take(&mut self.messages);
         for index in 0..messages.len() {
             if messages[index].role == Role::System && system_misplacement(&messages, index).is_some() {
@@ -222,13 +237,18 @@ impl Reader {
                 self.lost.add(LossKind::SystemAsUser);
             }
         }
-        for message in messages {
-            self.push(message);
+        let read = std::mem::take(&mut spans.messages);
+        debug_assert_eq!(read.len(), messages.len(), "one span a message");
+        for (message, span) in messages.into_iter().zip(read) {
+            match self.push(message) {
+                Pushed::Merged => spans.extend_last(span),
+                Pushed::New => spans.messages.push(span),
+            }
         }
     }
 
     /// Appends `message`, merging it into the last message when both have the same role.
-    fn push(&mut self, message: Message) {
+    fn push(&mut self, message: Message) -> Pushed {
         match self.messages.last_mut() {
             Some(last) if last.role == message.role => {
                 last.content.extend(message.content);
@@ -244,8 +264,12 @@ impl Reader {
                     blocks.extend(rest);
                     last.content = blocks;
                 }
+                Pushed::Merged
             }
-            _ => self.messages.push(message),
+            _ => {
+                self.messages.push(message);
+                Pushed::New
+            }
         }
     }
 

@@ -48,7 +48,7 @@ mod write;
 
 pub use check::check;
 
-use super::FormatError;
+use super::{FormatError, Spans};
 use crate::conversation::{Block, Conversation, System, ToolResultContent};
 use serde_json::{Map, Value};
 
@@ -115,6 +115,12 @@ fn is_responses_item(item: &Value) -> bool {
 ///
 /// Errors name the index of the offending item in `input`.
 pub fn from_value(value: Value) -> Result<Conversation, FormatError> {
+    read::read(value).map(|(conversation, _)| conversation)
+}
+
+/// [`from_value`], and which input items each message was read from (the leading
+/// system/developer messages are the system prompt). Empty when `input` is a string.
+pub fn from_value_spanned(value: Value) -> Result<(Conversation, Spans), FormatError> {
     read::read(value)
 }
 

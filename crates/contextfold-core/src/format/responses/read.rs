@@ -5,7 +5,7 @@ use crate::conversation::{
     Block, ContentShape, Conversation, Extra, Media, Message, Role, System, Text, Thinking, ToolResult,
     ToolResultContent, ToolUse,
 };
-use crate::format::FormatError;
+use crate::format::{FormatError, Spans};
 use crate::validate::system_misplacement;
 use serde_json::{json, Map, Value};
 
@@ -90,7 +90,7 @@ enum Side {
     Either,
 }
 
-pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
+pub(super) fn read(value: Value) -> Result<(Conversation, Spans), FormatError> {
     let mut extra = Extra::new();
     let mut order = Vec::new();
     let mut instructions = None;
@@ -128,6 +128,7 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
     };
     extra.insert(LAYOUT_KEY.into(), json!({"order": order}));
     let mut reader = Reader { leading: true, ..Reader::default() };
+    let mut spans = Spans::default();
     match input {
         Input::Text(text) => {
             let layout = Layout { string_input: true, ..Layout::default() };
@@ -141,8 +142,9 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
         Input::Items(items) => {
             for (index, item) in items.into_iter().enumerate() {
                 reader.item(index, item)?;
+                spans.record(index, reader.messages.len());
             }
-            reader.place_system_messages();
+            reader.place_system_messages(&mut spans);
         }
     }
     let system = match (instructions, reader.system.is_empty()) {
@@ -157,7 +159,7 @@ pub(super) fn read(value: Value) -> Result<Conversation, FormatError> {
             Some(System::Blocks(blocks))
         }
     };
-    Ok(Conversation { system, messages: reader.messages, tools, extra })
+    Ok((Conversation { system, messages: reader.messages, tools, extra }, spans))
 }
 
 enum Input {
@@ -279,17 +281,26 @@ impl Reader {
     /// Reads a later system or developer message that the Anthropic rules allow nowhere where
     /// it stands (say between two user messages) as user text, merged with its neighbours;
     /// its item is written back the same either way.
-    fn place_system_messages(&mut self) {
+    /// `spans` follow the merges.
+    fn place_system_messages(&mut self, spans: &mut Spans) {
         let mut messages = std::mem::take(&mut self.messages);
         for index in 0..messages.len() {
             if messages[index].role == Role::System && system_misplacement(&messages, index).is_some() {
                 messages[index].role = Role::User;
             }
         }
-        for message in messages {
+        let read = std::mem::take(&mut spans.messages);
+        debug_assert_eq!(read.len(), messages.len(), "one span a message");
+        for (message, span) in messages.into_iter().zip(read) {
             match self.messages.last_mut() {
-                Some(last) if last.role == message.role => last.content.extend(message.content),
-                _ => self.messages.push(message),
+                Some(last) if last.role == message.role => {
+                    last.content.extend(message.content);
+                    spans.extend_last(span);
+                }
+                _ => {
+                    self.messages.push(message);
+                    spans.messages.push(span);
+                }
             }
         }
     }
