@@ -26,7 +26,8 @@ pub enum LossKind {
     ToolCallOrder,
     /// The boundaries between several thinking blocks of one message (joined into one text).
     ThinkingJoined,
-    /// The block structure of a system prompt given as blocks (joined into one text).
+    /// The block structure of a system prompt given as blocks (joined into one text); the
+    /// count is the number of blocks joined.
     SystemBlocks,
     /// The block structure of a tool result's content (text blocks joined by newlines).
     ResultBlocksJoined,
@@ -118,6 +119,13 @@ impl Losses {
     /// Counts one loss of `kind`.
     pub(crate) fn add(&mut self, kind: LossKind) {
         *self.0.entry(kind).or_default() += 1;
+    }
+
+    /// Counts `count` losses of `kind` at once (none when `count` is 0).
+    pub(crate) fn add_many(&mut self, kind: LossKind, count: usize) {
+        if count > 0 {
+            *self.0.entry(kind).or_default() += count;
+        }
     }
 
     /// Counts one loss of `kind` when `lost` holds.

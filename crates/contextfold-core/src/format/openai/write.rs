@@ -11,7 +11,7 @@ pub fn write(conversation: &Conversation) -> (Value, Vec<Loss>) {
     let mut messages = Vec::with_capacity(conversation.messages.len() + 1);
     if let Some(system) = &conversation.system {
         if let System::Blocks(blocks) = system {
-            writer.lost.add_if(blocks.len() > 1, LossKind::SystemBlocks);
+            writer.lost.add_many(LossKind::SystemBlocks, if blocks.len() > 1 { blocks.len() } else { 0 });
             for block in blocks {
                 writer.block_fields(block);
             }
