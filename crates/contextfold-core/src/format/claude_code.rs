@@ -400,6 +400,27 @@ mod tests {
     }
 
     #[test]
+    fn a_system_message_in_a_user_record_stays_a_system_message_where_it_was() {
+        let system =
+            |uuid: &str, text: &str| record("user", uuid, serde_json::json!({"role": "system", "content": text}));
+        let log = [
+            user("u1", "go".into()),
+            system("s1", "Plan mode is active."),
+            assistant("a1", "msg_1", serde_json::json!({"type": "tool_use", "id": "t1", "name": "A", "input": {}})),
+            user("u2", serde_json::json!([{"type": "tool_result", "tool_use_id": "t1", "content": "1"}])),
+            system("s2", "Plan mode is off."),
+            assistant("a2", "msg_2", serde_json::json!({"type": "text", "text": "done"})),
+        ]
+        .join("\n");
+        let (conversation, notes) = parse(&log).unwrap();
+        let roles: Vec<Role> = conversation.messages.iter().map(|message| message.role).collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::User, Role::System, Role::Assistant]);
+        assert_eq!(conversation.messages[4].content[0].as_text(), Some("Plan mode is off."));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(validate(&conversation).is_empty(), "{:?}", validate(&conversation));
+    }
+
+    #[test]
     fn a_subagent_log_is_read_from_its_sidechain_records() {
         let log = serde_json::json!({"type": "user", "uuid": "s1", "isSidechain": true,
             "message": {"role": "user", "content": "task"}})
