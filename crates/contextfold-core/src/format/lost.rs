@@ -50,6 +50,8 @@ pub enum LossKind {
     /// The system role of later OpenAI system messages where the Anthropic rules allow none
     /// (read as user text).
     SystemAsUser,
+    /// User messages without any content (not written: `validate` reports them).
+    EmptyUserMessage,
 }
 
 impl LossKind {
@@ -91,6 +93,9 @@ impl LossKind {
             LossKind::SystemAsUser => format!(
                 "the system role of {n} later system message{s} where the Anthropic format allows none (read as user text)"
             ),
+            LossKind::EmptyUserMessage => {
+                format!("{n} user message{s} without content (not written; `contextfold validate` shows where)")
+            }
         }
     }
 }

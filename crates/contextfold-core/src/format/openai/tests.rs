@@ -100,6 +100,18 @@ fn what_openai_cannot_carry_is_counted() {
 }
 
 #[test]
+fn an_empty_user_message_that_is_not_written_is_counted() {
+    let conversation = Conversation::from_value(json!([
+        {"role": "user", "content": []}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}
+    ]))
+    .unwrap();
+    let (written, lost) = write(&conversation);
+    assert_eq!(written["messages"].as_array().map(Vec::len), Some(2));
+    let kinds: Vec<_> = lost.iter().map(|loss| (loss.kind, loss.count)).collect();
+    assert_eq!(kinds, [(LossKind::EmptyUserMessage, 1)]);
+}
+
+#[test]
 fn tool_messages_and_following_user_message_merge_results_first() {
     let conversation = reads(json!([
         {"role": "user", "content": "read a and b"},

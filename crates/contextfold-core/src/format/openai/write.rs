@@ -86,6 +86,7 @@ impl Writer {
         let content = match own.as_slice() {
             [] if carried.is_empty() => {
                 self.lost.add_if(!message.extra.is_empty(), LossKind::MessageFields);
+                self.lost.add_if(message.content.is_empty(), LossKind::EmptyUserMessage);
                 return;
             }
             [Block::Text(text)] if carried.is_empty() && text.extra.is_empty() => Value::String(text.text.clone()),
