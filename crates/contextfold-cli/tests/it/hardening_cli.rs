@@ -1,7 +1,8 @@
 //! Regression tests of what a careless or hostile user broke, one test per defect, named
 //! after it: lossy conversion said nothing, unbounded input, no progress on long work,
-//! validation gaps, a conversation repair empties, reading commands that wrote, errors said
-//! several times, and search's exit codes.
+//! validation gaps, lone surrogates, a conversation repair empties, reading commands that
+//! wrote, errors said several times, search's exit codes, and format detection misled by
+//! role names.
 
 use crate::common::{arg, contextfold, contextfold_in, contextfold_with_stdin, fixture, json, notice, scratch, Run};
 use serde_json::{json as value, Value};
@@ -241,6 +242,45 @@ fn hardening_10_validation_gaps() {
 }
 
 #[test]
+fn hardening_11_a_lone_surrogate_is_read_with_a_note_and_a_rejection_says_what_is_wrong() {
+    let dir = dir("surrogates");
+    let file = dir.join("lone.json");
+    std::fs::write(&file, br#"{"messages": [{"role": "user", "content": "cut \ud83d here"}]}"#).expect("write");
+    let report = json(&["stats", &arg(&file), "--json"]);
+    assert_eq!((report["messages"].as_u64(), report["valid"].as_bool()), (Some(1), Some(true)));
+    assert!(report["notes"][0].as_str().is_some_and(|note| note.contains("1 lone UTF-16 surrogate")), "{report}");
+    let run = contextfold(&["convert", &arg(&file), "--to", "anthropic"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("cut \u{fffd} here") && run.stderr.contains("note: read 1 lone"), "{}", run.stderr);
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, br#"{"messages": [{"role": "user", "content": "x \u12"}]}"#).expect("write");
+    fails_once(&contextfold(&["count", &arg(&bad)]), &["bad.json: invalid JSON at line 1, column", "four hex digits"]);
+}
+
+#[test]
+fn hardening_20_stats_reads_an_anthropic_body_with_a_system_message_whole() {
+    let dir = dir("detection");
+    let body = dir.join("body.json");
+    write(
+        &body,
+        &value!({"model": "claude-opus-4-8", "max_tokens": 32000,
+        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc"}, {"type": "text", "text": "You are Claude Code."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "list the files"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a b"}]},
+            {"role": "system", "content": "Plan mode is active."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]}
+        ]}),
+    );
+    let report = json(&["stats", &arg(&body), "--json"]);
+    assert_eq!((report["format"].as_str(), report["messages"].as_u64()), (Some("anthropic"), Some(5)), "{report}");
+    assert!(report["tokens"]["system"].as_u64().is_some_and(|tokens| tokens > 0), "{report}");
+    assert!(report["tokens"]["by_role"]["system"].as_u64().is_some_and(|tokens| tokens > 0), "{report}");
+    assert_eq!(report["valid"], true, "{report}");
+}
+
+#[test]
 fn hardening_12_a_conversation_repair_empties_is_an_input_error() {
     for input in [
         &b"[{\"role\":\"user\",\"content\":[]}]"[..],
@@ -254,6 +294,12 @@ fn hardening_12_a_conversation_repair_empties_is_an_input_error() {
 
 /// A store written by `compact --store` in `dir`, and the id of its session.
 fn a_store(dir: &Path) -> (PathBuf, String) {
+    let (store, session, _) = a_store_with_ref(dir);
+    (store, session)
+}
+
+/// [`a_store`], and the ref of one payload it holds.
+fn a_store_with_ref(dir: &Path) -> (PathBuf, String, String) {
     let store = dir.join("store.db");
     let report = json(&[
         "compact",
@@ -266,14 +312,16 @@ fn a_store(dir: &Path) -> (PathBuf, String) {
         "-o",
         &arg(&dir.join("out.json")),
     ]);
-    (store, report["session"].as_str().expect("a session").to_string())
+    let reference = report["items"][0]["ref"].as_str().expect("an evicted payload").to_string();
+    (store, report["session"].as_str().expect("a session").to_string(), reference)
 }
 
 /// The reading commands, each with the words it needs.
-fn reading_commands(store: &Path, session: &str) -> Vec<Vec<String>> {
+fn reading_commands(store: &Path, session: &str, reference: &str) -> Vec<Vec<String>> {
     let store = arg(store);
     [
         vec!["sessions", "--store", &store],
+        vec!["recall", reference, "--store", &store],
         vec!["search", "rounding", "--store", &store],
         vec!["search", "rounding", "--session", session, "--store", &store],
         vec!["sessions", "export", session, "--store", &store],
@@ -286,9 +334,9 @@ fn reading_commands(store: &Path, session: &str) -> Vec<Vec<String>> {
 #[test]
 fn hardening_14_reading_commands_open_the_store_read_only_and_never_migrate() {
     let dir = dir("read-only");
-    let (store, session) = a_store(&dir);
+    let (store, session, reference) = a_store_with_ref(&dir);
     let before = std::fs::read(&store).expect("read");
-    for words in reading_commands(&store, &session) {
+    for words in reading_commands(&store, &session, &reference) {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
         let run = contextfold(&words);
         assert_eq!(run.code, 0, "{words:?}: {}", run.stderr);
@@ -299,11 +347,10 @@ fn hardening_14_reading_commands_open_the_store_read_only_and_never_migrate() {
     connection.execute_batch("PRAGMA user_version = 2;").expect("downgrade");
     drop(connection);
     let old = std::fs::read(&store).expect("read");
-    for words in reading_commands(&store, &session) {
+    for words in reading_commands(&store, &session, &reference) {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
         fails_once(&contextfold(&words), &["has schema 2 and this build reads schema 3", "sessions upgrade --store"]);
     }
-    fails_once(&contextfold(&["recall", "cf-0000", "--store", &arg(&store)]), &["has schema 2"]);
     assert_eq!(std::fs::read(&store).expect("read"), old, "a reader migrated the store");
     let run = contextfold(&["sessions", "upgrade", "--store", &arg(&store)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -314,15 +361,19 @@ fn hardening_14_reading_commands_open_the_store_read_only_and_never_migrate() {
     let script = format!(
         "mount -t tmpfs none '{m}' && cp '{s}' '{m}/store.db' && mount -o remount,ro '{m}' && \
          '{b}' sessions --store '{m}/store.db' && '{b}' search rounding --store '{m}/store.db' && \
-         '{b}' sessions export {session} --store '{m}/store.db' > /dev/null",
+         '{b}' sessions export {session} --store '{m}/store.db' > /dev/null && \
+         '{b}' recall {reference} --store '{m}/store.db' > '{o}'",
         m = mount.display(),
         s = store.display(),
         b = env!("CARGO_BIN_EXE_contextfold"),
+        o = dir.join("recalled.txt").display(),
     );
     match Command::new("unshare").args(["-rm", "sh", "-c", &script]).output() {
         Ok(output) if output.status.success() => {
             let stdout = String::from_utf8_lossy(&output.stdout);
             assert!(stdout.contains(&session) && stdout.contains("[rounding]"), "{stdout}");
+            let recalled = std::fs::read_to_string(dir.join("recalled.txt")).expect("recall wrote");
+            assert!(!recalled.is_empty(), "recall gave the payload back");
         }
         Ok(output) if String::from_utf8_lossy(&output.stderr).contains("contextfold") => {
             panic!("on a read-only file system: {}", String::from_utf8_lossy(&output.stderr))
@@ -376,7 +427,7 @@ fn hardening_15_each_error_is_said_once_naming_the_path_and_what_to_do() {
 }
 
 #[test]
-fn hardening_16_search_an_unknown_session_or_zero_hits_is_an_error() {
+fn hardening_16_search_an_unknown_session_or_a_zero_limit_is_an_error() {
     let dir = dir("search");
     let (store, session) = a_store(&dir);
     let store = arg(&store);
