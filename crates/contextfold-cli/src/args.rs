@@ -137,9 +137,31 @@ steps become a placeholder), codex (at 90%: the user's own messages up to 20k to
 one summary), langchain (at 80%: summarize all but the last 20 messages, cut moved back to
 keep tool pairs), truncate (on overflow, drop the oldest turns down to half the window).
 
-Probes: at each compaction, facts of the messages the request no longer carries unchanged
-(first request, later asks, files changed, unresolved errors, last next step; each
-normalized and cut to 120 characters) must occur in the normalized text of the request.
+Probes: at each compaction, facts of the history messages the request no longer carries
+unchanged must occur in the normalized text of the request (lowercase, whitespace folded,
+double quotes, backticks and asterisks dropped). recall (JSON: probe_recall, recall_by_kind)
+uses probes read from the raw blocks, not by the summarizer's extractor: the first request
+(its first 120 characters); the first 60 characters of every later user-authored text
+(harness and meta text is not the user's: Claude Code's <system-reminder>,
+<task-notification>, <command-name>... sections, \"[Request interrupted by user\",
+mini-swe-agent's \"Please always provide EXACTLY ONE action...\", SWE-agent's and OpenHands'
+fixed replies, contextfold's own \"[contextfold: \" texts); every path a tool call created or
+modified (editor tools, patches, and in shell commands after &&, ;, | or a line end:
+> and >> redirections, tee, sed -i, touch, cp/mv targets, here-documents, Python
+open(..., 'w') and write_text); the first telling line of every failed tool output (error
+flag or a non-zero exit code; for a traceback its exception line; else the first line
+naming an error; 80 characters); and the first 60 characters of the last assistant text.
+extract (JSON: extract_recall, extract_recall_by_kind) uses the facts the extractive summary
+is built from (first request, later asks, files changed, unresolved errors, last next step;
+cut to 120 characters). rereads counts recorded reads of a file whose earlier read the
+request showed only as a pointer or placeholder (JSON: rereads_after_evict, and by agent
+family rereads_after_evict_by_family); nested_summary_steps counts compactions whose request
+holds more than one summary header.
+
+Each strategy is replayed as if it ran alone, with its own summary cache.
+--dump-requests DIR writes DIR/<window>/<strategy>/<file stem>.jsonl: one line per call,
+{\"i\", \"messages\" (in the input's format, as sent), \"compacted\", \"summarizer_calls\",
+\"summarizer_input_tokens\", \"summarizer_output_tokens\"}.
 
 Overflow steps are requests over the window less --reserve; the unavoidable ones are those
 where the newest turn alone (system prompt, tools and the messages after the last safe cut,
@@ -699,6 +721,11 @@ pub struct ReplayArgs {
     /// Also write an SVG chart: request tokens per call of the first file and total cost, per window.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also write every request as sent: DIR/<window>/<strategy>/<file stem>.jsonl, one JSON
+    /// line per call (i, messages, compacted, summarizer_calls, summarizer_input_tokens,
+    /// summarizer_output_tokens).
+    #[arg(long, value_name = "DIR")]
+    pub dump_requests: Option<PathBuf>,
     #[command(flatten)]
     pub counting: CountingArgs,
     #[command(flatten)]

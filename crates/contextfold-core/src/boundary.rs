@@ -126,6 +126,42 @@ pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
     cuts
 }
 
+/// For every prefix `messages[..n]`, the index of its last safe cut (what
+/// `boundaries(&messages[..n]).last()` gives), in one pass: `out[n]`, `out.len() ==
+/// messages.len() + 1`. Replay asks this for every call of a session.
+pub fn last_cuts(messages: &[Message]) -> Vec<Option<usize>> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    out.push(None);
+    let mut last = None;
+    // The first thinking-led assistant message of the current loop, once seen.
+    let mut first_thinking: Option<usize> = None;
+    for (index, message) in messages.iter().enumerate() {
+        let turn_start = message.role == Role::User && !has_results(message) && message.is_authored();
+        if turn_start {
+            first_thinking = None;
+        } else if message.role == Role::Assistant && has_thinking(message) && first_thinking.is_none() {
+            first_thinking = Some(index);
+        }
+        if index >= 1 {
+            if turn_start {
+                last = Some(index);
+            } else if message.role == Role::Assistant && index >= 2 {
+                let (call, answer) = (&messages[index - 2], &messages[index - 1]);
+                let cycle = call.role == Role::Assistant
+                    && answer.role == Role::User
+                    && call.has_tool_use()
+                    && has_results(answer)
+                    && answers_all(call, answer);
+                if cycle && first_thinking.is_none_or(|first| index <= first) {
+                    last = Some(index);
+                }
+            }
+        }
+        out.push(last);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,9 +45,9 @@ fn summary_text(block: &Block) -> Option<&str> {
         .map(|text| text.strip_suffix(RECALL_NOTE).map_or(text, str::trim_end))
 }
 
-/// Whether `message` is a user message carrying a contextfold summary.
+/// Whether `message` is a user message carrying a contextfold summary (anywhere in it).
 pub fn is_summary_message(message: &Message) -> bool {
-    message.role == Role::User && message.content.iter().any(|block| summary_text(block).is_some())
+    split_summary(message).is_some()
 }
 
 /// A summary message taken apart.
@@ -61,17 +61,29 @@ pub struct SummarySplit {
     pub rest: Vec<Block>,
 }
 
-/// Takes a summary message apart, or `None` if it holds no summary.
+/// Takes a summary message apart, or `None` if it holds no summary. The summary is
+/// recognised wherever it sits: in a block of its own, or inside a text block that other
+/// text (a harness's) was merged into, whose text before the marker then joins `rest`.
 pub fn split_summary(message: &Message) -> Option<SummarySplit> {
     if message.role != Role::User {
         return None;
     }
-    let at = message.content.iter().position(|block| summary_text(block).is_some())?;
-    Some(SummarySplit {
-        pinned: message.content[..at].to_vec(),
-        summary: summary_text(&message.content[at])?.to_string(),
-        rest: message.content[at + 1..].to_vec(),
-    })
+    if let Some(at) = message.content.iter().position(|block| summary_text(block).is_some()) {
+        return Some(SummarySplit {
+            pinned: message.content[..at].to_vec(),
+            summary: summary_text(&message.content[at])?.to_string(),
+            rest: message.content[at + 1..].to_vec(),
+        });
+    }
+    let at =
+        message.content.iter().position(|block| block.as_text().is_some_and(|text| text.contains(SUMMARY_PREFIX)))?;
+    let text = message.content[at].as_text()?;
+    let start = text.find(SUMMARY_PREFIX)?;
+    let summary = summary_text(&Block::text(&text[start..]))?.to_string();
+    let before = text[..start].trim_end();
+    let mut rest: Vec<Block> = (!before.is_empty()).then(|| Block::text(before)).into_iter().collect();
+    rest.extend(message.content[at + 1..].iter().cloned());
+    Some(SummarySplit { pinned: message.content[..at].to_vec(), summary, rest })
 }
 
 /// Builds the compacted conversation: `template`'s system prompt, tools and other fields
@@ -194,6 +206,20 @@ mod tests {
         let out = assemble(&conversation, None, &[], &conversation.messages[3..]);
         assert_eq!(out.messages[0].content[0].as_text(), Some(OMITTED_MARKER));
         assert!(validate(&out).is_empty());
+    }
+
+    #[test]
+    fn a_summary_merged_into_harness_text_is_found() {
+        let message = Message::new(
+            Role::User,
+            vec![Block::text(format!(
+                "Please always provide EXACTLY ONE action.\n{SUMMARY_PREFIX}\n## Files read\n- a.py"
+            ))],
+        );
+        let split = split_summary(&message).expect("a summary");
+        assert_eq!(split.summary, "## Files read\n- a.py");
+        assert_eq!(split.rest[0].as_text(), Some("Please always provide EXACTLY ONE action."));
+        assert!(split.pinned.is_empty());
     }
 
     #[test]

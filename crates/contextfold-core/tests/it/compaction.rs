@@ -788,6 +788,23 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Replay asks for the last cut of every prefix in one pass; it must agree with
+    /// `boundaries` of each prefix.
+    #[test]
+    fn last_cuts_match_the_boundaries_of_every_prefix(conversation in conversation_strategy()) {
+        let messages = &conversation.messages;
+        let cuts = contextfold_core::boundary::last_cuts(messages);
+        prop_assert_eq!(cuts.len(), messages.len() + 1);
+        for (end, cut) in cuts.iter().enumerate() {
+            let expected = contextfold_core::boundary::boundaries(&messages[..end]).last().map(|cut| cut.index);
+            prop_assert_eq!(*cut, expected, "prefix of {} messages", end);
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
