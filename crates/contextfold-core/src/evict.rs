@@ -307,7 +307,9 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
             _ => None,
         })
         .collect();
-    let last = messages.len().saturating_sub(1);
+    // The newest results are what the model reads next: in the last message, or the last
+    // one before a trailing mid-conversation system message.
+    let last = messages.iter().rposition(|message| message.role != Role::System).unwrap_or(0);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut actions: Vec<(usize, Action)> = Vec::new();
     // Where a file's read was already evicted: a later read of it makes the path hot.

@@ -24,9 +24,9 @@ use contextfold_core::extract::extract;
 use contextfold_core::plan::{plan_with_counts, PinFirst, Plan, PlanConfig};
 use contextfold_core::prompt::Instructions;
 use contextfold_core::render::render_chunks_at_most;
-use contextfold_core::summary::{assemble, split_summary, summary_block, with_recall_note};
+use contextfold_core::summary::{split_summary, summary_block, with_recall_note};
 use contextfold_core::tokens::{Thousands, TokenCounter, TokenLedger, Tokenizer};
-use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, ToolResult};
+use contextfold_core::{repair, validate, Block, Conversation, Message, Problem, Role, Rule, ToolResult};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -242,6 +242,10 @@ pub enum CompactError {
     /// The input has no messages.
     #[error("the conversation has no messages")]
     Empty,
+    /// The input breaks provider rules that repair cannot fix without inventing content (every
+    /// message empty, a tool call whose input is not an object): an input error, not a bug.
+    #[error("{}", input_problems(.0))]
+    Input(Vec<Problem>),
     /// The result broke a provider rule: a bug in contextfold, reported instead of written.
     #[error("compaction produced an invalid conversation (a bug; please report it): {}", .0.first().map(ToString::to_string).unwrap_or_default())]
     Invalid(Vec<Problem>),
@@ -254,6 +258,25 @@ pub enum CompactError {
         /// The compaction, complete but not stored.
         compacted: Box<Compacted>,
     },
+}
+
+/// One sentence for an input that repair cannot make valid.
+fn input_problems(problems: &[Problem]) -> String {
+    match problems.first() {
+        Some(problem) if problem.rule == Rule::NoMessages => {
+            "the conversation has nothing to compact: every message is empty (repair removes messages with no \
+             content); give at least one message with content"
+                .into()
+        }
+        Some(problem) => format!(
+            "the conversation breaks a rule repair cannot fix without inventing content ({problem}{}); fix the input",
+            match problems.len() {
+                1 => String::new(),
+                more => format!(", and {} more", more - 1),
+            }
+        ),
+        None => "the conversation cannot be compacted".into(),
+    }
 }
 
 /// Where a compactor keeps what it removes.
@@ -414,6 +437,11 @@ impl Compactor {
             fixes: repair(&mut work).iter().map(ToString::to_string).collect(),
             ..CompactionReport::default()
         };
+        // What repair leaves invalid is the input's fault: say so before any work is done.
+        let problems = validate(&work);
+        if !problems.is_empty() {
+            return Err(CompactError::Input(problems));
+        }
         let counter = self.counter;
         // One ledger for every count below: after an edit only the changed messages are
         // counted again.
@@ -466,7 +494,7 @@ impl Compactor {
                         report.turns_folded =
                             head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
                         report.messages_folded = head.len();
-                        work = assemble(&work, Some(&summary), &plan.pinned, plan.tail(&work));
+                        work = plan.assemble(&work, Some(&summary));
                         steps.push("summarize");
                     }
                     Err(reason) => {

@@ -232,7 +232,7 @@ fn compact_one(
     notes: &[String],
     persist: Option<&Persist>,
 ) -> anyhow::Result<Row> {
-    let parsed = super::load(file, args.input.format)?;
+    let parsed = super::load(file, &args.input)?;
     let shown = Shown(file.to_path_buf()).to_string();
     let compacted = runtime.block_on(compactor.compact(&parsed.conversation, config)).with_context(|| shown.clone())?;
     let mut report = compacted.report;

@@ -47,7 +47,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         bail!("--no-redact concerns what --store keeps; evict sends nothing to a summarizer");
     }
     let persist = args.persist.open(1)?;
-    let mut parsed = super::load(&args.file, args.input.format)?;
+    let mut parsed = super::load(&args.file, &args.input)?;
     // Eviction works in place; the store keeps the history as it came in.
     let original = persist.as_ref().map(|_| parsed.conversation.clone());
     let counter = args.counting.tokenizer.counter();

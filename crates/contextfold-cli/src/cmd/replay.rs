@@ -199,7 +199,7 @@ fn replay_file(
     runtime: &tokio::runtime::Runtime,
     progress: Option<&Progress>,
 ) -> anyhow::Result<FileResult> {
-    let parsed = contextfold::input::load(file, args.input.format)?;
+    let parsed = contextfold::input::load_with(file, args.input.format, &super::read_options(&args.input))?;
     let shown = contextfold::input::Shown(file.to_path_buf()).to_string();
     if let Some(progress) = progress {
         let calls =

@@ -9,3 +9,4 @@ mod oversized;
 mod replay;
 mod store;
 mod store_process;
+mod system_messages;
