@@ -171,6 +171,7 @@ async fn a_session_through_the_proxy_costs_what_replay_says() {
             compactor,
             trigger: 0.8,
             target: contextfold::middleware::DEFAULT_TARGET,
+            progress: None,
         };
         let replayed = replay(conversation, &config).await.expect("replays").remove(0);
         let (proxied, compactions) = through_the_proxy(name, conversation, price).await;
