@@ -133,6 +133,9 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
                         }
                     }
                 }
+                // A mid-conversation system message stays where it is, verbatim: it is
+                // neither a decision nor what the assistant said last.
+                Block::Text(_) if message.role == Role::System => {}
                 Block::Text(text) => {
                     facts.decisions.extend(decisions(&text.text));
                     if let Some(step) = next_step(&text.text) {
