@@ -7,5 +7,6 @@ mod http_summarizers;
 mod openai_apis;
 mod oversized;
 mod replay;
+mod replay_probes;
 mod store;
 mod store_process;
