@@ -246,7 +246,7 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
 /// What identifies "the same step" when deciding whether a later success fixed an error:
 /// the target, except that shell commands match by the program they run (any test runner
 /// counts as the same), so `pytest tests/a.py` is fixed by a later passing `python -m pytest`.
-fn error_key(action: &Action) -> Option<String> {
+pub fn error_key(action: &Action) -> Option<String> {
     if action.kind != ActionKind::Shell {
         return action.target.clone();
     }

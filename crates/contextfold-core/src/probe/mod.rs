@@ -91,7 +91,7 @@ pub struct Probe {
 pub const PROBE_CHARS: usize = 120;
 
 /// `text` normalized and cut to [`PROBE_CHARS`] characters at a word boundary.
-pub(crate) fn probe_text(text: &str) -> String {
+pub fn probe_text(text: &str) -> String {
     let normalized = normalize(text);
     if normalized.chars().count() <= PROBE_CHARS {
         return normalized;

@@ -17,6 +17,8 @@
 //! costs what changed: a strategy's step says how many messages of its previous request it
 //! kept and what follows them, and the request is updated in place ([`request`]).
 
+mod extract_probes;
+mod probe_set;
 mod probes;
 mod request;
 pub mod strategies;
@@ -29,7 +31,7 @@ use contextfold_core::harness::session_family;
 use contextfold_core::probe::ProbeKind;
 use contextfold_core::tokens::{count_system, count_tools, TokenCounter};
 use contextfold_core::{Conversation, Message, Role};
-use probes::{History, Tally};
+use probes::{Folding, History, Tally};
 use request::{paths_read, BlockCounts, Request};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -286,6 +288,7 @@ pub async fn replay_with(
         let mut result = StrategyResult { strategy: name.clone(), ..StrategyResult::default() };
         let (mut independent, mut extracted) = (Tally::default(), Tally::default());
         let mut request = Request::default();
+        let mut folding = Folding::default();
         for (step_index, &call) in calls.iter().enumerate() {
             let step = strategy.step(&conversation.messages[..call]).await;
             let shared = request.apply(step.kept, step.appended, &mut counts);
@@ -313,7 +316,7 @@ pub async fn replay_with(
                 result.compaction_steps.push(step_index);
                 result.summarizer_calls += step.summarizer_calls;
                 add_summarizer(&mut result, step.summarizer_usage, config.price);
-                let checked = history.check(call, &request, &mut independent, &mut extracted);
+                let checked = history.check(&mut folding, call, &request, &mut independent, &mut extracted);
                 result.nested_summary_steps += usize::from(checked.nested_summary);
             }
             on_call(&CallRecord {

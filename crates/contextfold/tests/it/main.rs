@@ -7,6 +7,7 @@ mod http_summarizers;
 mod openai_apis;
 mod oversized;
 mod replay;
+mod replay_probes;
 mod store;
 mod store_process;
 mod system_messages;
