@@ -12,6 +12,7 @@
 //! call until the next one, which keeps the provider's prompt cache warm.
 
 use crate::body::join_messages;
+use crate::usage::Dialect;
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
@@ -43,6 +44,9 @@ pub trait Wire: Sync {
     /// API's shape, then the client's own text of its messages from `from` on.
     fn join(&self, rewritten: &[&Message], from: usize) -> String;
 
+    /// The API, which says how its answers are read.
+    fn dialect(&self) -> Dialect;
+
     /// What breaks the API's rules in a compacted conversation (checked before it is sent).
     fn problems(&self, conversation: &Conversation) -> Vec<Problem> {
         validate(conversation)
@@ -65,6 +69,10 @@ impl Wire for MessagesWire<'_> {
         });
         let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(raw.get()));
         join_messages(rewritten.chain(verbatim))
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Anthropic
     }
 }
 

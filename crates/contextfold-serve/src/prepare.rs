@@ -10,7 +10,7 @@ use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
 use crate::proxy::App;
 use crate::session::Identity;
-use crate::usage::{Dialect, Observer, OnUsage};
+use crate::usage::{Observer, OnUsage};
 use axum::http::header;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -54,9 +54,9 @@ pub async fn compact(
     request: Request<'_>,
     parsed: &RequestBody<'_>,
     bytes: Bytes,
-    dialect: Dialect,
     log: &mut RequestLog,
 ) -> Prepared {
+    let dialect = request.wire.dialect();
     log.session = Some(identity.session.clone());
     log.conversation = Some(identity.short_conversation());
     let slot = app.conversations.slot(identity.conversation);

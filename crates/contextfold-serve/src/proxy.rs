@@ -19,7 +19,6 @@ use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
 use crate::session::identify;
-use crate::usage::Dialect;
 use crate::Stats;
 use axum::body::Body;
 use axum::extract::State;
@@ -154,7 +153,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         model: model.as_ref().and_then(Value::as_str),
         betas: &betas,
     };
-    Ok(compact(app, identity, request, &parsed, bytes.clone(), Dialect::Anthropic, log).await)
+    Ok(compact(app, identity, request, &parsed, bytes.clone(), log).await)
 }
 
 /// The system prompt and tools, read into the model.

@@ -1,9 +1,9 @@
 //! `POST /v1/chat/completions`: the `messages` of a Chat Completions request, compacted.
 
-use crate::compaction::{Request, Wire};
+use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
-use crate::prepare::{compact, open, untouched, Opened, Prepared};
+use crate::prepare::{open, untouched, Opened, Prepared};
 use crate::proxy::App;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
@@ -32,6 +32,10 @@ impl Wire for ChatWire<'_> {
         };
         super::join(self.raw, self.spans, written, from)
     }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Chat
+    }
 }
 
 /// The body to send for a Chat Completions request, and what to learn from its answer.
@@ -45,17 +49,6 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
         Ok(read) => read,
         Err(err) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {err}"), bytes)),
     };
-    let tools = parsed.value("tools").and_then(|tools| tools.as_array().cloned());
-    let identity = super::identity(parts, &parsed, conversation.system.as_ref(), &conversation.messages);
-    let model = parsed.value("model");
     let wire = ChatWire { raw: parsed.raw_messages(), spans: &spans };
-    let request = Request {
-        messages: &conversation.messages,
-        wire: &wire,
-        system: conversation.system.as_ref(),
-        tools: tools.as_deref(),
-        model: model.as_ref().and_then(Value::as_str),
-        betas: "",
-    };
-    Ok(compact(app, identity, request, &parsed, bytes.clone(), Dialect::Chat, log).await)
+    Ok(super::compact_read(app, parts, &parsed, &conversation, &wire, bytes.clone(), log).await)
 }

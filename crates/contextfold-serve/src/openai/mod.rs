@@ -13,10 +13,15 @@ pub mod chat;
 pub mod responses;
 
 use crate::body::{join_messages, RequestBody};
+use crate::compaction::{Request, Wire};
+use crate::log::RequestLog;
+use crate::prepare::{compact, Prepared};
+use crate::proxy::App;
 use crate::session::{identify_openai, Identity};
 use axum::http::request::Parts;
+use bytes::Bytes;
 use contextfold_core::format::Spans;
-use contextfold_core::{Message, System};
+use contextfold_core::{Conversation, Message, System};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -26,6 +31,31 @@ use std::borrow::Cow;
 fn identity(parts: &Parts, parsed: &RequestBody<'_>, system: Option<&System>, messages: &[Message]) -> Identity {
     let named = ["prompt_cache_key", "user", "safety_identifier"].map(|key| parsed.value(key));
     identify_openai(&parts.headers, &named, system, messages)
+}
+
+/// Compacts a conversation read from an OpenAI body on the shared path: the tools, model and
+/// identity come from the body, `wire` writes the list back in the API's shape.
+async fn compact_read(
+    app: &App,
+    parts: &Parts,
+    parsed: &RequestBody<'_>,
+    conversation: &Conversation,
+    wire: &dyn Wire,
+    bytes: Bytes,
+    log: &mut RequestLog,
+) -> Prepared {
+    let tools = parsed.value("tools").and_then(|tools| tools.as_array().cloned());
+    let identity = identity(parts, parsed, conversation.system.as_ref(), &conversation.messages);
+    let model = parsed.value("model");
+    let request = Request {
+        messages: &conversation.messages,
+        wire,
+        system: conversation.system.as_ref(),
+        tools: tools.as_deref(),
+        model: model.as_ref().and_then(Value::as_str),
+        betas: "",
+    };
+    compact(app, identity, request, parsed, bytes, log).await
 }
 
 /// The list to send: the client's leading system entries, `written` (the rewritten messages'
