@@ -13,12 +13,7 @@ use std::sync::Arc;
 /// The sessions replayed, each with a name: the Claude Code ones of up to 120 messages and the first of each
 /// other agent family, so every shape the corpus has goes through.
 fn sessions(dir: &std::path::Path) -> Vec<(String, Value)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("the corpus lists")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
-        .collect();
-    files.sort();
+    let files = crate::common::corpus_files(dir);
     let mut families = std::collections::HashSet::new();
     let mut chosen = Vec::new();
     for path in files {

@@ -25,12 +25,7 @@ const RESERVE: u64 = 4_000;
 /// The sessions compared: the first of each agent family (the name before `__`) with at
 /// most 120 messages.
 fn sessions(dir: &std::path::Path) -> Vec<(String, Conversation)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("the corpus lists")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
-        .collect();
-    files.sort();
+    let files = crate::common::corpus_files(dir);
     let mut families = std::collections::HashSet::new();
     let mut chosen = Vec::new();
     for path in files {
