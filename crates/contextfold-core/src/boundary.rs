@@ -76,6 +76,21 @@ fn answers_all(call: &Message, answer: &Message) -> bool {
     call.tool_use_ids().all(|id| answered.contains(id))
 }
 
+/// Whether the assistant message at `index` follows a user message that answers every call
+/// of the assistant message before it; a system message between the answer and it does not
+/// count. `index` is at least 2.
+fn continues_a_cycle(messages: &[Message], index: usize) -> bool {
+    let answer_at = index - 1 - usize::from(messages[index - 1].role == Role::System);
+    answer_at.checked_sub(1).is_some_and(|call_at| {
+        let (call, answer) = (&messages[call_at], &messages[answer_at]);
+        call.role == Role::Assistant
+            && answer.role == Role::User
+            && call.has_tool_use()
+            && has_results(answer)
+            && answers_all(call, answer)
+    })
+}
+
 /// Index of the message that starts the current tool loop: the last turn start, or 0.
 pub fn current_loop_start(messages: &[Message]) -> usize {
     messages
@@ -102,16 +117,7 @@ pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
         let kind = match message.role {
             Role::User if !has_results(message) && message.is_authored() => BoundaryKind::TurnStart,
             Role::Assistant if index >= 2 => {
-                // A system message between the answer and this message does not count.
-                let answer_at = index - 1 - usize::from(messages[index - 1].role == Role::System);
-                let Some(call_at) = answer_at.checked_sub(1) else { continue };
-                let (call, answer) = (&messages[call_at], &messages[answer_at]);
-                let cycle = call.role == Role::Assistant
-                    && answer.role == Role::User
-                    && call.has_tool_use()
-                    && has_results(answer)
-                    && answers_all(call, answer);
-                if !cycle {
+                if !continues_a_cycle(messages, index) {
                     continue;
                 }
                 if first_thinking.is_some_and(|first| index > first) {
@@ -142,26 +148,12 @@ pub fn last_cuts(messages: &[Message]) -> Vec<Option<usize>> {
         } else if message.role == Role::Assistant && has_thinking(message) && first_thinking.is_none() {
             first_thinking = Some(index);
         }
-        if index >= 1 {
-            if turn_start {
-                last = Some(index);
-            } else if message.role == Role::Assistant && index >= 2 {
-                // A system message between the answer and this message does not count.
-                let answer_at = index - 1 - usize::from(messages[index - 1].role == Role::System);
-                let Some(call_at) = answer_at.checked_sub(1) else {
-                    out.push(last);
-                    continue;
-                };
-                let (call, answer) = (&messages[call_at], &messages[answer_at]);
-                let cycle = call.role == Role::Assistant
-                    && answer.role == Role::User
-                    && call.has_tool_use()
-                    && has_results(answer)
-                    && answers_all(call, answer);
-                if cycle && first_thinking.is_none_or(|first| index <= first) {
-                    last = Some(index);
-                }
-            }
+        let tool_cycle = message.role == Role::Assistant
+            && index >= 2
+            && continues_a_cycle(messages, index)
+            && first_thinking.is_none_or(|first| index <= first);
+        if index >= 1 && (turn_start || tool_cycle) {
+            last = Some(index);
         }
         out.push(last);
     }

@@ -492,6 +492,19 @@ mod tests {
     }
 
     #[test]
+    fn a_system_message_is_neither_the_last_text_nor_a_decision_nor_a_next_step() {
+        let facts = facts(json!([
+            {"role": "user", "content": "Fix the failing test."},
+            {"role": "assistant", "content": "I decided to use Decimal. Next I will run the tests."},
+            {"role": "user", "content": "go on"},
+            {"role": "system", "content": "We decided to keep the public API. Next, run the linter."}
+        ]));
+        assert_eq!(facts.last_assistant_text.as_deref(), Some("I decided to use Decimal. Next I will run the tests."));
+        assert!(facts.decisions.iter().all(|decision| !decision.contains("public API")), "{:?}", facts.decisions);
+        assert!(facts.next_step.as_deref().is_none_or(|step| !step.contains("linter")), "{:?}", facts.next_step);
+    }
+
+    #[test]
     fn files_commands_errors_and_asks() {
         let facts = facts(json!([
             {"role": "user", "content": "Fix the failing test in billing. Keep rounding half-up."},
