@@ -4,11 +4,13 @@ use crate::args::EvictArgs;
 use crate::output::{self, thousands};
 use anyhow::bail;
 use contextfold::core::clip::{clip, ClipConfig, Clipped};
-use contextfold::core::evict::{evict, EvictConfig, EvictReport};
+use contextfold::core::evict::{evict, EvictConfig, EvictReport, Offload, Reason};
+use contextfold::core::thinking::clear_thinking;
 use contextfold::core::tokens::count_conversation;
 use contextfold::input;
 use contextfold::store::Compaction;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -24,21 +26,43 @@ impl EvictArgs {
             pinned_paths: self.pinned_paths.clone(),
             exclude_tools: self.exclude_tools.clone(),
             clear_inputs_over: self.clear_inputs_over,
-            keep_thinking_turns: self.keep_thinking_turns,
             recall_tool: self.persist.recall_tool,
             ..EvictConfig::default()
         }
     }
 }
 
-/// The `--json` report: the eviction report, what was clipped, and the stored session.
+/// The `--json` report: the eviction report, the thinking blocks cleared, what was clipped,
+/// and the stored session.
 #[derive(Serialize)]
 struct Report {
-    #[serde(flatten)]
-    evicted: EvictReport,
+    tokens_before: u64,
+    tokens_after: u64,
+    offloaded: usize,
+    by_reason: BTreeMap<Reason, usize>,
+    items: Vec<Offload>,
+    thinking_cleared: usize,
+    skipped: Option<String>,
     clipped: Vec<Clipped>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<String>,
+}
+
+impl Report {
+    fn new(evicted: EvictReport, thinking_cleared: usize, clipped: Vec<Clipped>) -> Report {
+        let EvictReport { tokens_before, tokens_after, offloaded, by_reason, items, skipped, .. } = evicted;
+        Report {
+            tokens_before,
+            tokens_after,
+            offloaded,
+            by_reason,
+            items,
+            thinking_cleared,
+            skipped,
+            clipped,
+            session: None,
+        }
+    }
 }
 
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
@@ -51,6 +75,12 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let original = persist.as_ref().map(|_| parsed.conversation.clone());
     let counter = args.counting.tokenizer.counter();
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
+    // Clearing thinking removes blocks, so it is a step of its own, after eviction.
+    let thinking_cleared =
+        args.keep_thinking_turns.map_or(0, |turns| clear_thinking(&mut parsed.conversation.messages, turns));
+    if thinking_cleared > 0 {
+        report.tokens_after = count_conversation(counter, &parsed.conversation);
+    }
     let clipped = match args.max_tool_output {
         Some(limit) => {
             let clip_config =
@@ -63,7 +93,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         }
         None => Vec::new(),
     };
-    let mut report = Report { evicted: report, clipped, session: None };
+    let mut report = Report::new(report, thinking_cleared, clipped);
     if let (Some(persist), Some(original)) = (&persist, &original) {
         let json = serde_json::to_value(&report)?;
         report.session = Some(persist.record(
@@ -73,7 +103,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
                 format: parsed.format,
                 layout: parsed.layout,
                 output: &parsed.conversation,
-                offloaded: &report.evicted.items,
+                offloaded: &report.items,
                 clipped: &report.clipped,
                 folded: 0,
                 summarizer: None,
@@ -92,7 +122,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         output::json_line(&report)?;
     } else {
-        let Report { evicted: report, clipped, session } = report;
+        let Report { clipped, session, .. } = &report;
         let mut line = format!(
             "evicted {} payload(s): {} → {} tokens",
             report.offloaded,
@@ -101,7 +131,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         );
         if !report.by_reason.is_empty() {
             let reasons: Vec<String> =
-                report.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+                report.by_reason.iter().map(|(reason, count)| format!("{} {count}", reason.name())).collect();
             line.push_str(&format!(" ({})", reasons.join(", ")));
         }
         if !clipped.is_empty() {
