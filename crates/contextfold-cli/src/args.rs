@@ -583,7 +583,7 @@ pub struct ReplayArgs {
 }
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
-    name.parse()
+    name.parse().map_err(|err| format!("{err}"))
 }
 
 #[cfg(test)]

@@ -4,15 +4,14 @@ use super::store::Persist;
 use crate::args::{CompactArgs, LlmArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
-use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
-use contextfold::core::evict::EvictConfig;
+use contextfold::compactor::{ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy};
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
 use contextfold::core::summary::is_summary_message;
 use contextfold::core::{Block, Conversation};
 use contextfold::input::{self, Shown};
-use contextfold::store::Compaction;
-use contextfold::summarize::{Extractive, Summarizer};
+use contextfold::store::Origin;
+use contextfold::summarize::Summarizer;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -21,36 +20,35 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 impl CompactArgs {
-    fn config(&self) -> CompactConfig {
-        let target = match (self.budget, self.window) {
-            (Some(budget), _) => Target::Budget(budget),
-            (None, Some(window)) => Target::Window { window, reserve: self.reserve, fraction: self.target },
-            (None, None) => Target::Shrink(0.5),
+    /// The library configuration these arguments ask for; a usage error when they
+    /// contradict each other (a budget or window of 0, a reserve not below the window).
+    fn config(&self) -> Result<CompactConfig, ConfigError> {
+        let mut config = CompactConfig::builder();
+        config = match (self.budget, self.window) {
+            (Some(budget), _) => config.budget(budget),
+            (None, Some(window)) => config.window(window, self.reserve, self.target),
+            (None, None) => config.shrink(0.5),
         };
-        let defaults = CompactConfig::default();
-        CompactConfig {
-            target,
-            strategy: self.strategy,
-            plan: PlanConfig {
-                keep_turns: self.keep_turns,
-                max_tail_tokens: self.keep_tokens,
-                ..defaults.plan.clone()
-            },
-            summary_tokens: self.summary_tokens,
-            instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
-            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..defaults.evict.clone() },
-            max_tool_output: match self.max_tool_output {
+        // Without --keep-tokens the tail is bounded by what the target leaves, not by a default.
+        let plan = PlanConfig { keep_turns: self.keep_turns, max_tail_tokens: self.keep_tokens, ..PlanConfig::default() };
+        config
+            .summary_tokens(self.summary_tokens)
+            .instructions(Instructions { language: self.language.clone(), focus: self.focus.clone() })
+            .recall_tool(self.persist.recall_tool)
+            .max_tool_output(match self.max_tool_output {
                 None => ClipLimit::Auto,
                 Some(0) => ClipLimit::Off,
                 Some(tokens) => ClipLimit::Tokens(tokens),
-            },
-            ..defaults
-        }
+            })
+            .strategy(self.strategy)
+            .plan(plan)
+            .build()
     }
 }
 
-/// The summarizer `llm.summarizer` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
-pub fn summarizer(llm: &LlmArgs) -> anyhow::Result<Arc<dyn Summarizer>> {
+/// A compactor with the summarizer `llm.summarizer` names (`extractive`, `anthropic[:MODEL]`,
+/// `openai[:MODEL]`).
+pub fn compactor(llm: &LlmArgs) -> anyhow::Result<Compactor> {
     let (name, model) = match llm.summarizer.split_once(':') {
         Some((name, model)) => (name, Some(model)),
         None => (llm.summarizer.as_str(), None),
@@ -71,11 +69,12 @@ pub fn summarizer(llm: &LlmArgs) -> anyhow::Result<Arc<dyn Summarizer>> {
             if let Some(seconds) = llm.timeout {
                 builder = builder.timeout(std::time::Duration::from_secs(seconds));
             }
-            Arc::new(builder.build()?)
+            let model: Arc<dyn Summarizer> = Arc::new(builder.build()?);
+            Compactor::new(model)
         }};
     }
     Ok(match name {
-        "extractive" => Arc::new(Extractive::default()),
+        "extractive" => Compactor::default(),
         "anthropic" => configure!(contextfold::summarize::http::Anthropic::from_env()),
         "openai" => configure!(contextfold::summarize::http::OpenAiCompatible::from_env()),
         other => bail!("unknown summarizer `{other}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])"),
@@ -136,6 +135,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     if args.dry_run && args.persist.store.is_some() {
         bail!("--dry-run writes nothing; it cannot be used with --store");
     }
+    let config = args.config()?;
     let persist = args.persist.open(files.len())?;
     let mut notes = Vec::new();
     let known = ["extractive", "anthropic", "openai"];
@@ -146,22 +146,21 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
             args.llm.summarizer
         );
     }
-    let summarizer = match summarizer(&args.llm) {
-        Ok(summarizer) => summarizer,
+    let compactor = match compactor(&args.llm) {
+        Ok(compactor) => compactor,
         Err(err) if args.strategy == Strategy::Auto && name != "extractive" => {
             let note = format!("{err:#}; using the extractive summarizer instead");
             eprintln!("contextfold: warning: {note}");
             notes.push(note);
-            Arc::new(Extractive::default())
+            Compactor::default()
         }
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
-    let redactor = args.persist.redactor(summarizer.is_llm());
-    let mut compactor = Compactor::new(summarizer).with_counter(args.counting.tokenizer.counter());
+    let redactor = args.persist.redactor(compactor.summarizer().is_some());
+    let mut compactor = compactor.with_counter(args.counting.tokenizer.shared());
     if let Some(redactor) = redactor {
         compactor = compactor.with_redactor(redactor);
     }
-    let config = args.config();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let progress = (several && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(files.len() as u64);
@@ -218,31 +217,39 @@ fn compact_one(
 ) -> anyhow::Result<Row> {
     let parsed = super::load(file, args.input.format)?;
     let shown = Shown(file.to_path_buf()).to_string();
-    let compacted = runtime.block_on(compactor.compact(&parsed.conversation, config)).with_context(|| shown.clone())?;
+    // With a store, the compactor keeps the compaction, with the input's origin, in the
+    // file's session.
+    let recording = persist.map(|persist| persist.session_for(file)).transpose()?;
+    let compactor = match (persist, &recording) {
+        (Some(persist), Some(recording)) => compactor
+            .clone()
+            .with_store(persist.store(), recording.session.clone())
+            .with_origin(Origin::new(&parsed.conversation, parsed.format, parsed.layout)),
+        _ => compactor.clone(),
+    };
+    let compacted = match (runtime.block_on(compactor.compact(&parsed.conversation, config)), persist, &recording) {
+        (Ok(compacted), _, _) => compacted,
+        (Err(CompactError::Store { source, .. }), Some(persist), Some(recording)) => {
+            return Err(persist.failed(recording, source).context(shown));
+        }
+        (Err(err), persist, recording) => {
+            if let (Some(persist), Some(recording)) = (persist, recording) {
+                persist.forget(recording);
+            }
+            return Err(anyhow::Error::new(err).context(shown));
+        }
+    };
     let mut report = compacted.report;
     report.notes.extend(notes.iter().cloned());
     if args.strategy == Strategy::Summarize {
-        if let Some(fallback) = report.fallbacks.iter().find(|fallback| fallback.to.starts_with("extractive")) {
-            bail!("{shown}: the {} summarizer failed: {}", fallback.from, fallback.reason);
+        if let Some(fallback) = report.summarizer_fell_back() {
+            if let (Some(persist), Some(recording)) = (persist, &recording) {
+                persist.forget(recording);
+            }
+            bail!("{shown}: the {} summarizer failed: {}", fallback.from(), fallback.reason());
         }
     }
-    let session = match persist {
-        Some(persist) => Some(persist.record(
-            file,
-            &Compaction {
-                input: &parsed.conversation,
-                format: parsed.format,
-                layout: parsed.layout,
-                output: &compacted.conversation,
-                offloaded: &report.items,
-                clipped: &report.clipped,
-                folded: report.messages_folded,
-                summarizer: report.summarizer.as_deref().map(|name| (name, report.summarizer_usage)),
-                report: &serde_json::to_value(&report)?,
-            },
-        )?),
-        None => None,
-    };
+    let session = recording.map(|recording| recording.session);
     let destination: Option<PathBuf> = match (&args.output, &args.out_dir) {
         _ if args.dry_run => None,
         (Some(path), _) => Some(path.clone()),
@@ -310,7 +317,7 @@ fn summary_line(file: &str, report: &CompactionReport) -> String {
     }
     let mut line = parts.join("; ");
     for fallback in &report.fallbacks {
-        line.push_str(&format!("\n  fallback: {} → {}: {}", fallback.from, fallback.to, fallback.reason));
+        line.push_str(&format!("\n  fallback: {} → {}: {}", fallback.from(), fallback.to(), fallback.reason()));
     }
     for note in &report.notes {
         line.push_str(&format!("\n  note: {note}"));

@@ -8,7 +8,7 @@ use contextfold::core::evict::{evict, EvictConfig, EvictReport, Offload, Reason}
 use contextfold::core::thinking::clear_thinking;
 use contextfold::core::tokens::count_conversation;
 use contextfold::input;
-use contextfold::store::Compaction;
+use contextfold::store::{Origin, Payload, StoredCompaction};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -94,22 +94,20 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let mut report = Report::new(report, thinking_cleared, clipped);
-    if let (Some(persist), Some(original)) = (&persist, &original) {
-        let json = serde_json::to_value(&report)?;
-        report.session = Some(persist.record(
-            &args.file,
-            &Compaction {
-                input: original,
-                format: parsed.format,
-                layout: parsed.layout,
-                output: &parsed.conversation,
-                offloaded: &report.items,
-                clipped: &report.clipped,
-                folded: 0,
-                summarizer: None,
-                report: &json,
-            },
-        )?);
+    if let (Some(persist), Some(original)) = (&persist, original) {
+        let recording = persist.session_for(&args.file)?;
+        let payloads = (report.items.iter().map(|item| Payload::from_offload(&recording.session, item)))
+            .chain(report.clipped.iter().map(|item| Payload::from_clipped(&recording.session, item)))
+            .collect();
+        let stored = StoredCompaction {
+            origin: Some(Origin::new(&original, parsed.format, parsed.layout)),
+            history: original.messages,
+            payloads,
+            summary: None,
+            report: serde_json::to_value(&report)?,
+        };
+        persist.keep(&recording, stored)?;
+        report.session = Some(recording.session);
     }
     let output = match (&args.output, args.json) {
         (Some(path), _) => Some(path.as_path()),

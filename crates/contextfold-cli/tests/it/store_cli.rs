@@ -560,3 +560,51 @@ fn corpus_round_trip() {
     }
     println!("corpus: {} sessions, {recalled} payloads recalled in {:?}", reports.len(), started.elapsed());
 }
+
+/// Every `cf-` ref in `text`.
+fn refs_in(text: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices("cf-") {
+        let hex = &text[at + 3..];
+        let digits = hex.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if digits == 12 {
+            found.insert(text[at..at + 15].to_string());
+        }
+    }
+    found
+}
+
+/// Every ref anywhere in a written conversation (pointers, clip markers, inside a summary)
+/// is recallable from the store it was written with, at a budget that clips twice.
+#[test]
+fn every_ref_in_a_written_conversation_is_recallable_from_its_store() {
+    let Some(corpus) = common::corpus_dir() else { return };
+    for budget in ["8000", "2000"] {
+        let dir = dir(&format!("refs-{budget}"));
+        let (store, out) = (dir.join("s.db"), dir.join("out"));
+        let run = contextfold(&[
+            "compact",
+            &arg(&corpus),
+            "--store",
+            &arg(&store),
+            "--out-dir",
+            &arg(&out),
+            "--budget",
+            budget,
+            "--json",
+        ]);
+        assert!(run.code == 0 || run.code == 2, "{}", run.stderr);
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&out).unwrap() {
+            let path = entry.unwrap().path();
+            let written = std::fs::read_to_string(&path).unwrap();
+            for reference in refs_in(&written) {
+                let recalled = contextfold(&["recall", &reference, "--store", &arg(&store)]);
+                assert_eq!(recalled.code, 0, "{}: {reference} is not recallable: {}", path.display(), recalled.stderr);
+                checked += 1;
+            }
+        }
+        assert!(checked > 50, "budget {budget}: only {checked} refs");
+        println!("budget {budget}: {checked} refs recalled");
+    }
+}

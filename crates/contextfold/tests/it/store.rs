@@ -2,12 +2,12 @@
 //! deduplication, search, deletion, schema and file checks, concurrent writers, and the
 //! corpus. The checks are written once over `&dyn SessionStore` and run on both stores.
 
-use contextfold::compactor::{CompactConfig, CompactError, CompactionReport, Compactor, Strategy, Target};
+use contextfold::compactor::{CompactConfig, CompactError, CompactionReport, Compactor, Step, Strategy, Target};
 use contextfold::core::clip::CLIP_PREFIX;
 use contextfold::core::hash::payload_ref;
 use contextfold::core::summary::RECALL_NOTE;
 use contextfold::core::{Block, Conversation, Message, Role, ToolResultContent};
-use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, PrepareError};
 use contextfold::store::{
     handle_recall, recall_tool_definition, HitLocation, MemoryStore, Payload, SessionStore, Summary, MAX_RECALL_CHARS,
     RECALL_TOOL_NAME,
@@ -28,9 +28,12 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().build().expect("a runtime")
 }
 
+fn budget_config(budget: u64) -> CompactConfig {
+    CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() }
+}
+
 fn compact(conversation: &Conversation, budget: u64) -> CompactionReport {
-    let config = CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() };
-    runtime().block_on(Compactor::default().compact(conversation, &config)).expect("compaction succeeds").report
+    runtime().block_on(Compactor::default().compact(conversation, &budget_config(budget))).expect("compaction succeeds").report
 }
 
 /// Stores `conversation`, compacts it at `budget`, stores what the compaction removed in one
@@ -42,7 +45,9 @@ fn round_trip(store: &dyn SessionStore, name: &str, conversation: &Conversation,
     assert_eq!(store.export(&session).expect("export"), conversation.messages, "{name}: export differs");
 
     let report = compact(conversation, budget);
-    let payloads = Payload::from_report(&session, &report);
+    let payloads: Vec<Payload> = (report.items.iter().map(|item| Payload::from_offload(&session, item)))
+        .chain(report.clipped.iter().map(|item| Payload::from_clipped(&session, item)))
+        .collect();
     let summary = Summary {
         head_hash: "head".into(),
         summarizer: "extractive".into(),
@@ -605,7 +610,12 @@ mod sqlite {
         for file in files.iter().take(10) {
             let conversation = load(file);
             let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
-            payloads += round_trip(&store, &name, &conversation, 8000);
+            // At 8k, or at the smallest workable budget when the newest turn takes more.
+            let budget = match runtime().block_on(Compactor::default().compact(&conversation, &budget_config(8_000))) {
+                Err(CompactError::TooSmall { smallest, .. }) => smallest,
+                _ => 8_000,
+            };
+            payloads += round_trip(&store, &name, &conversation, budget);
         }
         println!("corpus: {} sessions, {payloads} payloads recalled", files.len().min(10));
         std::fs::remove_dir_all(temp).ok();
@@ -692,7 +702,7 @@ fn compactor_persists(store: Arc<dyn SessionStore>) {
     let compactor = Compactor::default().with_store(store.clone(), session.clone());
     let compacted = runtime().block_on(compactor.compact(&conversation, &config)).expect("compaction succeeds");
     let report = &compacted.report;
-    assert!(report.strategy_used.contains("summarize") && report.offloaded > 0, "{}", report.strategy_used);
+    assert!(report.strategy_used.contains(Step::Summarize) && report.offloaded > 0, "{}", report.strategy_used);
 
     assert_eq!(store.export(&session).expect("export"), messages, "the original history is stored");
     assert_eq!(check_recalls(store.as_ref(), &session, &originals(&messages)), report.offloaded + report.clipped.len());
@@ -748,7 +758,7 @@ fn middleware_persists(store: Arc<dyn SessionStore>) {
     for turn in 1..=24 {
         let history = &all[..turn * 4 - 1];
         let prepared = runtime().block_on(middleware.prepare(history, &all[turn * 4 - 1..turn * 4]));
-        assert_eq!(prepared.store_error, None);
+        assert!(prepared.error.is_none(), "{:?}", prepared.error);
         if let Some(event) = &prepared.event {
             assert_eq!(event.store_error, None);
             events += 1;
@@ -765,8 +775,9 @@ fn middleware_persists(store: Arc<dyn SessionStore>) {
     let reference = originals(std::slice::from_ref(long)).into_keys().next().expect("an output");
     assert!(store.recall(&reference).expect("recall").is_some(), "the last long output, clipped on ingest");
 
-    let (_, event) = runtime().block_on(middleware.compact_now(&all));
-    assert_eq!(event.and_then(|event| event.store_error), None);
+    let now = runtime().block_on(middleware.compact_now(&all));
+    assert!(now.error.is_none(), "{:?}", now.error);
+    assert_eq!(now.event.and_then(|event| event.store_error), None);
     assert_eq!(store.export(&session).expect("export"), all);
 
     // A store that cannot keep a compaction: the compaction is sent, and the event says so.
@@ -774,10 +785,11 @@ fn middleware_persists(store: Arc<dyn SessionStore>) {
         Compactor::default().with_store(store.clone(), "no-such-session"),
         MiddlewareConfig::new(8_000, 1_000),
     );
-    let (sent, event) = runtime().block_on(broken.compact_now(&all));
-    let error = event.expect("an event").store_error.expect("a store error");
+    let now = runtime().block_on(broken.compact_now(&all));
+    let error = now.event.expect("an event").store_error.expect("a store error");
     assert!(error.contains("no-such-session"), "{error}");
-    assert!(sent.len() < all.len());
+    assert!(matches!(now.error, Some(PrepareError::Store(_))), "{:?}", now.error);
+    assert!(now.history.len() < all.len());
 }
 
 #[test]
