@@ -84,7 +84,8 @@ async fn run(print: bool) -> Result<Outcome, Box<dyn std::error::Error>> {
     Mock::given(method("POST")).and(path("/v1/messages")).respond_with(SharedModel(model.clone())).mount(&server).await;
 
     let system = "You are a coding agent. Run the tests and fix what fails.";
-    let tools = vec![json!({"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object"}})];
+    let tools =
+        vec![json!({"name": "Bash", "description": "Run a shell command.", "input_schema": {"type": "object"}})];
     let config = MiddlewareConfig::builder(WINDOW, RESERVE)
         .system(contextfold::System::Text(system.into()))
         .tools(tools.clone())
@@ -133,7 +134,9 @@ async fn run(print: bool) -> Result<Outcome, Box<dyn std::error::Error>> {
         middleware.observe_usage(answer["usage"]["input_tokens"].as_u64().unwrap_or(0));
         let reply = Message::from_value(json!({"role": "assistant", "content": answer["content"].clone()}), step)?;
         let (id, command) = match &answer["content"][1] {
-            call @ Value::Object(_) => (call["id"].as_str().unwrap_or_default(), call["input"]["command"].as_str().unwrap_or_default()),
+            call @ Value::Object(_) => {
+                (call["id"].as_str().unwrap_or_default(), call["input"]["command"].as_str().unwrap_or_default())
+            }
             _ => return Err(format!("step {step}: no tool call in the answer").into()),
         };
         let mut result = vec![json!({"type": "tool_result", "tool_use_id": id, "content": run_tool(command, step)})];

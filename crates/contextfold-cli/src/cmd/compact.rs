@@ -4,7 +4,9 @@ use super::store::Persist;
 use crate::args::{CompactArgs, LlmArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
-use contextfold::compactor::{ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy};
+use contextfold::compactor::{
+    ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy,
+};
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
 use contextfold::core::summary::is_summary_message;
@@ -30,7 +32,8 @@ impl CompactArgs {
             (None, None) => config.shrink(0.5),
         };
         // Without --keep-tokens the tail is bounded by what the target leaves, not by a default.
-        let plan = PlanConfig { keep_turns: self.keep_turns, max_tail_tokens: self.keep_tokens, ..PlanConfig::default() };
+        let plan =
+            PlanConfig { keep_turns: self.keep_turns, max_tail_tokens: self.keep_tokens, ..PlanConfig::default() };
         config
             .summary_tokens(self.summary_tokens)
             .instructions(Instructions { language: self.language.clone(), focus: self.focus.clone() })

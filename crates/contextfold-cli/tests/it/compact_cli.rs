@@ -446,7 +446,8 @@ fn a_budget_too_small_for_any_summary_exits_2_naming_the_smallest_workable_budge
     let smallest: u64 = rest.split_whitespace().next().unwrap().parse().unwrap();
     assert!(smallest > 300, "{}", run.stderr);
     assert!(run.stderr.contains("examples/session.json"), "names the file: {}", run.stderr);
-    let works = contextfold(&["compact", &session, "--budget", &smallest.to_string(), "--tokenizer", "estimate", "--json"]);
+    let works =
+        contextfold(&["compact", &session, "--budget", &smallest.to_string(), "--tokenizer", "estimate", "--json"]);
     assert_eq!(works.code, 0, "{}", works.stderr);
     let report = report(&works);
     assert!(report["summary_tokens"].as_u64().unwrap() > 0, "{report}");
@@ -460,7 +461,10 @@ fn zero_budgets_windows_and_reserves_over_the_window_are_usage_errors() {
     for (args, says) in [
         (&["--budget", "0"][..], "a budget of 0 tokens"),
         (&["--window", "0"][..], "a window of 0 tokens"),
-        (&["--window", "20k", "--reserve", "30k"][..], "reserve of 30000 tokens leaves nothing of the 20000-token window"),
+        (
+            &["--window", "20k", "--reserve", "30k"][..],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
         (&["--window", "20k", "--reserve", "20k"][..], "reserve of 20000 tokens leaves nothing"),
         (&["--window", "20k", "--target", "0"][..], "must be a fraction above 0"),
     ] {

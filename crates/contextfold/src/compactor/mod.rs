@@ -207,7 +207,11 @@ impl Compactor {
 
     /// Compacts `conversation` (which is not changed) as `config` asks, and stores the
     /// compaction with `conversation`'s messages as its history when a store is set.
-    pub async fn compact(&self, conversation: &Conversation, config: &CompactConfig) -> Result<Compacted, CompactError> {
+    pub async fn compact(
+        &self,
+        conversation: &Conversation,
+        config: &CompactConfig,
+    ) -> Result<Compacted, CompactError> {
         let compacted = self.compact_unstored(conversation, config, &conversation.messages).await?;
         self.persist(&conversation.messages, compacted).await
     }

@@ -8,8 +8,8 @@
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
 use super::summarizing::{MIN_WORKABLE_SUMMARY_TOKENS, SUMMARY_FRAMING};
 use super::{summary_budget, ClipLimit, CompactConfig, CompactError, Compactor, Strategy, Undersized};
-use contextfold_core::boundary::boundaries;
 use crate::store::{head_hash, Summary};
+use contextfold_core::boundary::boundaries;
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};
 use contextfold_core::evict::{evict_with_ledger, is_evicted, EvictConfig};
 use contextfold_core::plan::{plan_with_counts, NoCut, PinFirst, Plan, PlanConfig};
@@ -130,14 +130,17 @@ impl<'a> Pass<'a> {
         };
         self.report.notes.extend(plan.notes.iter().cloned());
         if plan.pinned.is_empty() && self.config.plan.pin_first == PinFirst::Pinned && plan.previous_summary.is_none() {
-            self.report.notes.push("the first request is too big to keep verbatim; it is folded into the summary".into());
+            self.report
+                .notes
+                .push("the first request is too big to keep verbatim; it is folded into the summary".into());
         }
         let mut head = original_head(original, &self.work, &plan);
         restore_payloads(&mut head, originals);
         let mut previous = plan.previous_summary.clone();
         if let Some(redactor) = &self.compactor.redactor {
-            self.report.secrets_redacted += head.iter_mut().map(|message| redactor.redact_message(message)).sum::<usize>()
-                + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
+            self.report.secrets_redacted +=
+                head.iter_mut().map(|message| redactor.redact_message(message)).sum::<usize>()
+                    + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
         }
         let budget = self.summary_room(&plan);
         let mut text = self.summarize(&head, previous.as_deref(), &plan, budget).await;
@@ -260,7 +263,8 @@ impl<'a> Pass<'a> {
         loop {
             for item in &self.report.clipped {
                 let original = unclipped.get(item.message).and_then(|message| message.content.get(item.block));
-                let block = self.work.messages.get_mut(item.message).and_then(|message| message.content.get_mut(item.block));
+                let block =
+                    self.work.messages.get_mut(item.message).and_then(|message| message.content.get_mut(item.block));
                 if let (Some(original), Some(block)) = (original, block) {
                     *block = original.clone();
                 }
@@ -272,7 +276,8 @@ impl<'a> Pass<'a> {
             };
             for item in clip(&mut self.work, &clip_config, self.counter) {
                 // A payload clipped again is reported once, with its original size.
-                match self.report.clipped.iter_mut().find(|old| (old.message, old.block) == (item.message, item.block)) {
+                match self.report.clipped.iter_mut().find(|old| (old.message, old.block) == (item.message, item.block))
+                {
                     Some(old) => old.tokens_after = item.tokens_after,
                     None => self.report.clipped.push(item),
                 }

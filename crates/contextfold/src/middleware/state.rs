@@ -106,7 +106,10 @@ impl MiddlewareState {
             )));
         }
         if !(self.calibration.is_finite() && self.calibration > 0.0) {
-            return Err(StateError::Inconsistent(format!("its calibration {} is not a positive number", self.calibration)));
+            return Err(StateError::Inconsistent(format!(
+                "its calibration {} is not a positive number",
+                self.calibration
+            )));
         }
         ledger.resync(&self.working);
         let state = State {

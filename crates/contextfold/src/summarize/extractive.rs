@@ -4,8 +4,8 @@ use super::{BoxFuture, SummarizeError, Summarizer, Summary, SummaryRequest, Usag
 use contextfold_core::extract::extract;
 use contextfold_core::handoff::{handoff, FirstRequest};
 use contextfold_core::tokens::{TokenCounter, Tokenizer};
-use std::sync::Arc;
 use contextfold_core::tools::Preset;
+use std::sync::Arc;
 
 /// The default summarizer: offline, deterministic, free. It reads the head's facts (user
 /// requests, files, commands, errors, decisions, next step), not a transcript.

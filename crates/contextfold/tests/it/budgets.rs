@@ -100,7 +100,8 @@ fn no_corpus_session_is_folded_into_an_empty_summary() {
 
 /// A session whose first request is long (about 800 tokens) and whose turns are many.
 fn long_first_request() -> Conversation {
-    let ask: String = (0..60).map(|line| format!("Requirement {line}: the parser must accept input form {line}. ")).collect();
+    let ask: String =
+        (0..60).map(|line| format!("Requirement {line}: the parser must accept input form {line}. ")).collect();
     let mut value = session(6, 4, 30).to_value();
     value["messages"][0] = json!({"role": "user", "content": ask});
     Conversation::from_value(value).unwrap()

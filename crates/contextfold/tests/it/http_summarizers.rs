@@ -537,11 +537,13 @@ async fn with_a_redactor_the_llm_request_holds_masks_not_secrets() {
 #[tokio::test]
 async fn an_llm_summary_over_its_budget_is_cut_to_it() {
     let server = MockServer::start().await;
-    let huge: String = (0..60_000).map(|line| format!("- fact {line}: the parser in src/parse.rs was fixed\n")).collect();
+    let huge: String =
+        (0..60_000).map(|line| format!("- fact {line}: the parser in src/parse.rs was fixed\n")).collect();
     Mock::given(method("POST")).respond_with(openai_answer(&huge)).mount(&server).await;
     let summarizer: Arc<dyn Summarizer> = Arc::new(openai(&server).build().unwrap());
     let conversation = crate::common::session(6, 4, 30);
-    let config = CompactConfig { target: Target::Budget(2_000), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    let config =
+        CompactConfig { target: Target::Budget(2_000), strategy: Strategy::Summarize, ..CompactConfig::default() };
     let out = Compactor::new(summarizer).compact(&conversation, &config).await.unwrap();
     let report = &out.report;
     assert!(report.fallbacks.is_empty(), "{:?}", report.fallbacks);

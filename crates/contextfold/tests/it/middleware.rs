@@ -240,12 +240,14 @@ fn a_snapshot_of_another_version_or_a_broken_one_is_refused() {
     let mut value = serde_json::to_value(runtime.block_on(middleware.snapshot())).unwrap();
     value["version"] = 99.into();
     let state: MiddlewareState = serde_json::from_value(value.clone()).unwrap();
-    let err = CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
+    let err =
+        CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
     assert_eq!(err, StateError::Version { found: 99, known: contextfold::middleware::STATE_VERSION });
     value["version"] = 1.into();
     value["working"] = Value::Array(Vec::new());
     let state: MiddlewareState = serde_json::from_value(value.clone()).unwrap();
-    let err = CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
+    let err =
+        CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
     assert!(matches!(err, StateError::Inconsistent(_)), "{err}");
     value["unknown"] = 1.into();
     assert!(serde_json::from_value::<MiddlewareState>(value).is_err(), "unknown fields are refused");

@@ -2,12 +2,12 @@
 //! adds up, and `none` is the baseline.
 
 use contextfold::compactor::Compactor;
-use std::sync::Arc;
 use contextfold::core::tokens::{count_conversation, Tokenizer};
 use contextfold::core::{validate, Conversation, Role};
 use contextfold::replay::strategies::{strategy, Setting, STRATEGIES};
 use contextfold::replay::{replay, Price, ReplayConfig};
 use std::path::Path;
+use std::sync::Arc;
 
 fn example() -> Conversation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/session.json");

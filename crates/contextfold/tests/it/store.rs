@@ -33,7 +33,10 @@ fn budget_config(budget: u64) -> CompactConfig {
 }
 
 fn compact(conversation: &Conversation, budget: u64) -> CompactionReport {
-    runtime().block_on(Compactor::default().compact(conversation, &budget_config(budget))).expect("compaction succeeds").report
+    runtime()
+        .block_on(Compactor::default().compact(conversation, &budget_config(budget)))
+        .expect("compaction succeeds")
+        .report
 }
 
 /// Stores `conversation`, compacts it at `budget`, stores what the compaction removed in one
