@@ -35,7 +35,7 @@ pub enum Command {
     /// Check conversations against the provider's rules; optionally repair them.
     #[command(after_help = EXIT_CODES)]
     Validate(ValidateArgs),
-    /// Convert a conversation between the Anthropic and OpenAI formats.
+    /// Convert a conversation between the Anthropic, OpenAI Chat and OpenAI Responses formats.
     #[command(after_help = EXIT_CODES)]
     Convert(ConvertArgs),
     /// Count the tokens of a conversation, or of raw text with --text.
@@ -68,19 +68,51 @@ pub enum Command {
     /// List stored sessions; export one's original conversation, or delete it.
     #[command(after_help = STORE_HELP)]
     Sessions(SessionsArgs),
+    /// Run a proxy for the Anthropic Messages API that compacts long conversations: point a
+    /// client's ANTHROPIC_BASE_URL at it.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
+}
+
+impl Command {
+    /// The tokenizer the command counts with, if it counts.
+    pub fn tokenizer(&self) -> Option<Tokenizer> {
+        let counting = match self {
+            Command::Stats(args) => &args.counting,
+            Command::Count(args) => &args.counting,
+            Command::Plan(args) => &args.counting,
+            Command::Evict(args) => &args.counting,
+            Command::Render(args) => &args.counting,
+            Command::Compact(args) => &args.counting,
+            Command::Replay(args) => &args.counting,
+            Command::Serve(args) => &args.counting,
+            Command::Validate(_)
+            | Command::Convert(_)
+            | Command::Recall(_)
+            | Command::Search(_)
+            | Command::Sessions(_) => return None,
+        };
+        Some(counting.tokenizer)
+    }
 }
 
 /// Where the store is when no path is given: under the working directory.
 pub const DEFAULT_STORE: &str = ".contextfold/store.db";
 
+/// The variable naming the store (a path or a `postgres://` URL) when `--store` names none.
+pub const STORE_VARIABLE: &str = "CONTEXTFOLD_STORE_URL";
+
 const STORE_HELP: &str = "\
-The store is a SQLite file written by compact --store and evict --store. These commands
-only read it (sessions rm deletes); they never create one.
+The store is a SQLite file or a PostgreSQL database (--store postgres://user@host/db),
+written by compact --store and evict --store; without --store it is the one
+CONTEXTFOLD_STORE_URL names, else .contextfold/store.db. These commands only read it
+(sessions rm deletes); they never create one. Messages show a URL without its password.
 
 Exit codes:
   0  success
-  2  usage or input error: no store at the path, a file that is not a contextfold store,
-     an unknown ref or session, a store locked by another process past the timeout";
+  2  usage or input error: no store at the path or in the database, a file that is not a
+     contextfold store, an unknown ref or session, a store locked by another process past
+     the timeout, a PostgreSQL server that cannot be reached or refuses the login";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -131,6 +163,32 @@ everything --store keeps; a summary is checked and masked too. --no-redact turns
 Exit codes:
   0  success
   2  usage or input error, or a summarizer failure with --strategy summarize";
+
+const SERVE_HELP: &str = "\
+Start it, then point any Anthropic or OpenAI client (or Codex CLI) at it:
+  contextfold serve
+  export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+  export OPENAI_BASE_URL=http://127.0.0.1:8787/v1
+
+Every request goes to its API's upstream (--upstream, or --upstream-openai for Chat
+Completions, the Responses API and OpenAI's other paths) with its headers (keys included)
+and is answered with the upstream's status, headers and body, streams relayed as they
+arrive. On POST /v1/messages and /v1/messages/count_tokens, /v1/chat/completions and
+/v1/responses only `messages` (or `input`) may change, and only when the conversation needs
+compacting; the same compacted prefix is then resent until the next compaction. A Responses
+request that continues a stored response (previous_response_id) is forwarded as it came, and
+so is a request with the header `x-contextfold: off`.
+
+The window is --window, else the model's (a table of current Claude and OpenAI models; 1m
+for Sonnet 4 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
+
+One log line per request goes to standard error: session, tokens in → out, what was done,
+the upstream's status, the time. Headers, bodies and query strings are never logged.
+Ctrl-C or SIGTERM stops accepting, waits for the requests in flight, and exits 0.
+
+Exit codes:
+  0  stopped by Ctrl-C or SIGTERM
+  2  usage error, an address it may not or cannot listen on, an unusable upstream";
 
 /// Which summarizer, and how to reach an LLM one.
 #[derive(Debug, Args)]
@@ -199,14 +257,49 @@ fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
     name.parse().map_err(|err| format!("{err}"))
 }
 
+/// The budget a compaction aims for (`compact`, and `plan` to show where it would cut).
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Token budget for the result: an aim and a ceiling; folding whole turns often lands
+    /// under it [default: half of the input's tokens].
+    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target_fraction"], value_parser = parse_tokens)]
+    pub budget: Option<u64>,
+    /// The model's context window; the budget is --target-fraction of the window less --reserve.
+    #[arg(long, value_name = "W", value_parser = parse_tokens)]
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "16000", requires = "window", value_parser = parse_tokens)]
+    pub reserve: u64,
+    /// The share of the usable window (--window less --reserve) to aim for.
+    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.5",
+          value_parser = parse_fraction, requires = "window")]
+    pub target_fraction: f64,
+}
+
+/// What a compaction keeps verbatim and how big its summary may be (`compact`, `plan`).
+#[derive(Debug, Args)]
+pub struct CutArgs {
+    /// Keep at least the last N user turns verbatim.
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<usize>,
+    /// Keep a verbatim tail of at most K tokens [default: what the budget leaves after the
+    /// system prompt, tools, summary and first request].
+    #[arg(long = "max-tail-tokens", alias = "keep-tokens", value_name = "K", value_parser = parse_tokens)]
+    pub max_tail_tokens: Option<u64>,
+    /// The most tokens the summary may hold (and at most half the budget).
+    #[arg(long, value_name = "N", default_value = "4000", value_parser = parse_tokens)]
+    pub summary_tokens: u64,
+}
+
 /// Keeping what a command removes in a store.
 #[derive(Debug, Args)]
 pub struct PersistArgs {
     /// Keep the original history and every removed payload, summary and report in this store
-    /// (a SQLite file), so they can be recalled, searched and exported [default path:
+    /// (a SQLite file, or a PostgreSQL database as postgres://user@host/db), so they can be
+    /// recalled, searched and exported [default: $CONTEXTFOLD_STORE_URL, else
     /// .contextfold/store.db].
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE)]
-    pub store: Option<PathBuf>,
+    #[arg(long, value_name = "PATH|URL", num_args = 0..=1)]
+    pub store: Option<Option<PathBuf>>,
     /// Append to this stored session instead of creating one (one input file).
     #[arg(long, value_name = "ID", requires = "store")]
     pub session: Option<String>,
@@ -224,9 +317,10 @@ pub struct PersistArgs {
 /// The store a reading command opens.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The store file.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_STORE, global = true)]
-    pub store: PathBuf,
+    /// The store: a SQLite file, or a PostgreSQL database as postgres://user@host/db
+    /// [default: $CONTEXTFOLD_STORE_URL, else .contextfold/store.db].
+    #[arg(long, value_name = "PATH|URL", global = true)]
+    pub store: Option<PathBuf>,
 }
 
 /// `contextfold recall`.
@@ -332,6 +426,8 @@ pub enum Target {
     Anthropic,
     /// OpenAI Chat Completions request JSON.
     Openai,
+    /// OpenAI Responses request JSON.
+    Responses,
 }
 
 impl Target {
@@ -340,6 +436,7 @@ impl Target {
         match self {
             Target::Anthropic => Format::Anthropic,
             Target::Openai => Format::OpenAi,
+            Target::Responses => Format::Responses,
         }
     }
 }
@@ -381,19 +478,18 @@ pub struct PlanArgs {
     /// The conversation file (`-` for standard input).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Keep at least the last N user turns verbatim.
-    #[arg(long, value_name = "N")]
-    pub keep_turns: Option<usize>,
-    /// Keep a tail of at most K tokens verbatim [default: 16000 when no other limit is given].
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub cut: CutArgs,
     /// Keep a tail of at least K tokens verbatim.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = parse_tokens)]
     pub min_tail_tokens: Option<u64>,
     /// Fold the first user request too, instead of keeping it verbatim.
     #[arg(long)]
     pub no_pin_first: bool,
-    /// Do nothing unless the head holds at least this fraction of the tokens.
+    /// Show no cut unless the head to fold holds at least this fraction of the messages'
+    /// tokens (compact folds whatever it can once over its budget: 0).
     #[arg(long, value_name = "F", default_value = "0.1", value_parser = parse_fraction)]
     pub min_progress: f64,
     /// Print the plan as one JSON object.
@@ -412,21 +508,22 @@ pub struct EvictArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to write the evicted conversation, in the input's format (`-` for standard
-    /// output). Without it, the conversation goes to standard output unless --json is given.
+    /// output). Without it, the conversation goes to standard output when that is redirected
+    /// and --json is not given; on a terminal, a report and the shape of the result are shown.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Keep the N most recent tool results (the working set).
-    #[arg(long, value_name = "N", default_value = "5")]
-    pub keep: usize,
+    #[arg(long = "keep-tool-results", alias = "keep", value_name = "N", default_value = "5")]
+    pub keep_tool_results: usize,
     /// Also keep the most recent tool results holding up to K tokens.
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[arg(long = "keep-tool-tokens", alias = "keep-tokens", value_name = "K", value_parser = parse_tokens)]
+    pub keep_tool_tokens: Option<u64>,
     /// Evict nothing unless at least T tokens are freed (a cache rewrite must pay for itself).
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub clear_at_least: Option<u64>,
     /// Stop evicting once the conversation holds at most T tokens.
-    #[arg(long, value_name = "T")]
-    pub target: Option<u64>,
+    #[arg(long = "target-tokens", alias = "target", value_name = "T", value_parser = parse_tokens)]
+    pub target_tokens: Option<u64>,
     /// Which agent's tool names to recognise.
     #[arg(long, default_value = "auto", value_parser = parse_preset,
           help = "Which agent's tool names to recognise: auto, claude-code, codex, openhands, swe-agent, generic")]
@@ -443,9 +540,9 @@ pub struct EvictArgs {
     /// Drop thinking blocks of all but the last N user turns (never in the current tool loop).
     #[arg(long, value_name = "N")]
     pub keep_thinking_turns: Option<usize>,
-    /// Also clip any tool output still over T tokens (the newest included) to its first and
-    /// last lines, with a marker naming its ref [default: no clipping].
-    #[arg(long, value_name = "T")]
+    /// Also clip any tool output still over T tokens (at least 96; the newest included) to its
+    /// first and last lines, with a marker naming its ref [default: no clipping].
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub max_tool_output: Option<u64>,
     /// Print the report as one JSON object.
     #[arg(long)]
@@ -485,35 +582,21 @@ pub struct CompactArgs {
     /// Write each compacted conversation into DIR under its own file name.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// Token budget for the result [default: half of the input's tokens].
-    #[arg(long, value_name = "T", conflicts_with_all = ["window", "target"], value_parser = parse_tokens)]
-    pub budget: Option<u64>,
-    /// The model's context window; the budget is --target of the window less --reserve.
-    #[arg(long, value_name = "W", value_parser = parse_tokens)]
-    pub window: Option<u64>,
-    /// Tokens of the window kept free for the answer.
-    #[arg(long, value_name = "R", default_value = "16000", requires = "window", value_parser = parse_tokens)]
-    pub reserve: u64,
-    /// The share of the usable window to aim for.
-    #[arg(long, value_name = "F", default_value = "0.5", value_parser = parse_fraction, requires = "window")]
-    pub target: f64,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// auto (evict first, summarize only if needed), evict, or summarize.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: Strategy,
-    /// Keep at least the last N user turns verbatim.
-    #[arg(long, value_name = "N")]
-    pub keep_turns: Option<usize>,
-    /// Keep a verbatim tail of at most K tokens.
-    #[arg(long, value_name = "K")]
-    pub keep_tokens: Option<u64>,
+    #[command(flatten)]
+    pub cut: CutArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
-    /// The most tokens the summary may hold (and at most half the budget).
-    #[arg(long, value_name = "N", default_value = "4000")]
-    pub summary_tokens: u64,
-    /// Clip a single tool output over T tokens [default: 10% of the budget]; 0 turns clipping off.
-    #[arg(long, value_name = "T")]
+    /// Clip a single tool output over T tokens (at least 96) [default: 10% of the budget].
+    #[arg(long, value_name = "T", value_parser = parse_tokens)]
     pub max_tool_output: Option<u64>,
+    /// Never clip tool outputs, even when the result stays over the budget.
+    #[arg(long, conflicts_with = "max_tool_output")]
+    pub no_clip: bool,
     /// Write LLM summaries in this language.
     #[arg(long, value_name = "LANGUAGE")]
     pub language: Option<String>,
@@ -563,8 +646,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "F", default_value = "0.8", value_parser = parse_fraction)]
     pub trigger: f64,
     /// contextfold compacts to this share of the usable window.
-    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
-    pub target: f64,
+    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.3",
+          value_parser = parse_fraction)]
+    pub target_fraction: f64,
     #[command(flatten)]
     pub llm: LlmArgs,
     /// Print the results as JSON: one object per window and strategy, summed over files.
@@ -580,6 +664,76 @@ pub struct ReplayArgs {
     pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
+}
+
+/// `contextfold serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Any address but loopback needs --allow-remote and a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    pub listen: std::net::SocketAddr,
+    /// The Anthropic API requests are forwarded to (requests cannot name another host).
+    #[arg(long, value_name = "URL", default_value = "https://api.anthropic.com")]
+    pub upstream: String,
+    /// The OpenAI API (or an OpenAI-compatible server) Chat Completions, Responses and
+    /// OpenAI's other requests are forwarded to: a base URL ending in /v1, as OpenAI
+    /// clients' base URLs do.
+    #[arg(long, value_name = "URL", default_value = "https://api.openai.com/v1")]
+    pub upstream_openai: String,
+    /// Accept connections from other machines (with --listen on a non-loopback address).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// A token every request must carry as `x-contextfold-token: TOKEN` or
+    /// `Proxy-Authorization: Bearer TOKEN` [default: CONTEXTFOLD_AUTH_TOKEN]; required with
+    /// --allow-remote.
+    #[arg(long, value_name = "TOKEN")]
+    pub auth_token: Option<String>,
+    /// The model's context window [default: by the request's model, else 200k].
+    #[arg(long, value_name = "W", value_parser = parse_tokens)]
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    #[arg(long, value_name = "R", default_value = "16000", value_parser = parse_tokens)]
+    pub reserve: u64,
+    /// The share of the usable window a compaction aims for.
+    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
+    pub target: f64,
+    /// auto (evict first, summarize only if needed), evict, or summarize.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    pub strategy: Strategy,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    /// Send an LLM summarizer secrets as they are; by default keys, tokens and passwords in
+    /// what it is sent are masked.
+    #[arg(long)]
+    pub no_redact: bool,
+    /// Keep conversation state in this store [default path: .contextfold/store.db]. Not
+    /// used yet: state is held in memory, and a restart starts every conversation afresh.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE, conflicts_with = "no_store")]
+    pub store: Option<PathBuf>,
+    /// Keep conversation state in memory only.
+    #[arg(long)]
+    pub no_store: bool,
+    /// The largest request body accepted, in bytes (larger ones get a 413).
+    #[arg(long, value_name = "BYTES", default_value = "33554432", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_body: u64,
+    /// Seconds a streaming upstream may stay silent before the stream is cut.
+    #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Seconds the upstream may take to start answering (then a 504).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = clap::value_parser!(u64).range(1..))]
+    pub upstream_timeout: u64,
+    /// Conversations whose state is held at once; the least recently used goes first.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions: u64,
+    /// The per-request log lines: text or json.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
+    pub log_format: contextfold_serve::LogFormat,
+    #[command(flatten)]
+    pub counting: CountingArgs,
+}
+
+fn parse_log_format(name: &str) -> Result<contextfold_serve::LogFormat, String> {
+    name.parse()
 }
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
@@ -625,10 +779,12 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let bare = parsed(&["contextfold", "compact", "a.json", "--store"]);
-        assert_eq!(bare.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+        assert_eq!(bare.store, Some(None), "the default store");
         assert!(!bare.no_redact);
         let given = parsed(&["contextfold", "compact", "a.json", "--store", "s.db", "--no-redact"]);
-        assert_eq!(given.store.as_deref(), Some(std::path::Path::new("s.db")));
+        assert_eq!(given.store, Some(Some(PathBuf::from("s.db"))));
+        let url = parsed(&["contextfold", "compact", "a.json", "--store=postgres://ada@db/agents"]);
+        assert_eq!(url.store, Some(Some(PathBuf::from("postgres://ada@db/agents"))));
         assert!(given.no_redact);
         assert_eq!(parsed(&["contextfold", "compact", "a.json"]).store, None);
         // Without a store there is nothing to append to or recall from; --no-redact also
@@ -646,9 +802,43 @@ mod tests {
             ["contextfold", "sessions", "rm", "x", "--store", "s.db"],
         ] {
             match Cli::try_parse_from(args).map(|cli| cli.command) {
-                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, PathBuf::from("s.db")),
+                Ok(Command::Sessions(sessions)) => assert_eq!(sessions.store.store, Some(PathBuf::from("s.db"))),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn serve_has_the_documented_defaults() {
+        let serve = match Cli::try_parse_from(["contextfold", "serve"]).map(|cli| cli.command) {
+            Ok(Command::Serve(serve)) => serve,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(serve.listen, "127.0.0.1:8787".parse().unwrap());
+        assert_eq!(serve.upstream, "https://api.anthropic.com");
+        assert_eq!(serve.upstream_openai, "https://api.openai.com/v1");
+        assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
+        assert_eq!(serve.max_body, 32 * 1024 * 1024);
+        assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));
+        assert_eq!(serve.log_format, contextfold_serve::LogFormat::Text);
+        assert!(serve.store.is_none() && !serve.no_store && !serve.allow_remote);
+        let given = Cli::try_parse_from(["contextfold", "serve", "--window", "1m", "--log-format", "json", "--store"]);
+        match given.map(|cli| cli.command) {
+            Ok(Command::Serve(serve)) => {
+                assert_eq!(serve.window, Some(1_000_000));
+                assert_eq!(serve.log_format, contextfold_serve::LogFormat::Json);
+                assert_eq!(serve.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            &["contextfold", "serve", "--log-format", "xml"][..],
+            &["contextfold", "serve", "--store", "--no-store"],
+            &["contextfold", "serve", "--max-sessions", "0"],
+            &["contextfold", "serve", "--listen", "localhost"],
+            &["contextfold", "serve", "--target", "2"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
 

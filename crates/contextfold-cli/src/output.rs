@@ -1,18 +1,25 @@
 //! Small helpers for what the commands print.
 
+use contextfold::core::evict::is_evicted;
+use contextfold::core::summary::{is_summary_message, SUMMARY_PREFIX};
+use contextfold::core::{Block, Conversation};
 use std::io::{self, Write};
 
 /// `12345` as `12,345`.
 pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
+    contextfold::core::tokens::Thousands(n).to_string()
+}
+
+/// `text` cut to its last `width` characters, an ellipsis first when cut (a file name's end
+/// says the most); never splits a character.
+pub fn last_chars(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        return text.to_string();
     }
-    out
+    let skip = count - width.saturating_sub(1);
+    let start = text.char_indices().nth(skip).map_or(text.len(), |(at, _)| at);
+    format!("…{}", &text[start..])
 }
 
 /// Prints one JSON value on its own line (JSON Lines).
@@ -26,6 +33,26 @@ pub fn json_line(value: &impl serde::Serialize) -> io::Result<()> {
 pub fn print(text: &str) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
     stdout.write_all(text.as_bytes())
+}
+
+/// One line per message: index, role, block kinds.
+pub fn shape(conversation: &Conversation) -> String {
+    let mut out = String::new();
+    for (index, message) in conversation.messages.iter().enumerate() {
+        let kinds: Vec<String> = message
+            .content
+            .iter()
+            .map(|block| match block {
+                Block::ToolUse(tool_use) => format!("tool_use {}", tool_use.name),
+                Block::Text(text) if text.text.starts_with(SUMMARY_PREFIX) => "summary".to_string(),
+                Block::ToolResult(result) if is_evicted(result) => "tool_result (offloaded)".to_string(),
+                other => other.kind().to_string(),
+            })
+            .collect();
+        let marker = if is_summary_message(message) { " ←" } else { "" };
+        out.push_str(&format!("  {index:>3} {:<9} {}{marker}\n", message.role.as_str(), kinds.join(" · ")));
+    }
+    out
 }
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS` in UTC.
@@ -54,6 +81,17 @@ mod tests {
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn long_names_lose_their_start_by_whole_characters() {
+        assert_eq!(last_chars("short.json", 60), "short.json");
+        let name = "сессия-агента-с-очень-длинным-именем-файла-на-кириллице-номер-один.json";
+        let shown = last_chars(name, 20);
+        assert_eq!(shown.chars().count(), 20);
+        assert!(shown.starts_with('…') && name.ends_with(&shown[shown.char_indices().nth(1).unwrap().0..]));
+        assert_eq!(last_chars("日本語のファイル名", 4), "…イル名");
+        assert_eq!(last_chars("日本語", 0), "…");
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //! - a **tool cycle**: an assistant message right after a user message that answers every
 //!   call of the assistant message before it. This is what makes a single user turn with
 //!   hundreds of tool calls compactable.
+//!
+//! Only Anthropic's thinking binds a loop. OpenAI reasoning items (thinking blocks read from
+//! the Responses format) do not: the Responses API takes a loop cut between two steps, and
+//! each reasoning item stays with the call it precedes, in one message.
 
 use crate::conversation::{Block, Message, Role};
 use serde::Serialize;
@@ -48,7 +52,11 @@ fn has_results(message: &Message) -> bool {
 }
 
 fn has_thinking(message: &Message) -> bool {
-    message.content.iter().any(|block| matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
+    message.content.iter().any(|block| match block {
+        Block::Thinking(thinking) => !thinking.extra.contains_key(crate::format::responses::LAYOUT_KEY),
+        Block::RedactedThinking(_) => true,
+        _ => false,
+    })
 }
 
 /// Whether `answer` answers every tool call of `call`.
@@ -183,5 +191,22 @@ mod tests {
         // The earlier turn's cycle (3) is fine; inside the current loop, no cut after
         // message 5, which carries the loop's thinking.
         assert_eq!(cuts(conversation), [(3, "tool_cycle"), (4, "turn_start")]);
+    }
+
+    #[test]
+    fn openai_reasoning_does_not_bind_the_loop() {
+        let reasoning = json!({"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "E"});
+        let call = |id: &str| json!({"type": "function_call", "call_id": id, "name": "shell", "arguments": "{}"});
+        let output = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "ok"});
+        let conversation = crate::format::responses::from_value(json!([
+            {"role": "user", "content": "now"},
+            reasoning, call("b"), output("b"),
+            reasoning, call("c"), output("c"),
+            reasoning, call("d"), output("d")
+        ]))
+        .expect("reads");
+        let found: Vec<(usize, &str)> =
+            boundaries(&conversation.messages).into_iter().map(|cut| (cut.index, cut.kind.name())).collect();
+        assert_eq!(found, [(3, "tool_cycle"), (5, "tool_cycle")]);
     }
 }

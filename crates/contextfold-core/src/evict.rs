@@ -16,7 +16,7 @@
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
 use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
-use crate::tokens::{count_block, count_system, count_tools, TokenCounter, TokenLedger, MESSAGE_OVERHEAD};
+use crate::tokens::{count_block, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD};
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
@@ -249,8 +249,11 @@ fn evict_counted(
     }
     if let Some(threshold) = config.clear_at_least {
         if freed_total < threshold && !planned.is_empty() {
-            report.skipped =
-                Some(format!("evicting would free {freed_total} tokens, less than the minimum of {threshold}"));
+            report.skipped = Some(format!(
+                "evicting would free {} tokens, less than the minimum of {}",
+                Thousands(freed_total),
+                Thousands(threshold)
+            ));
             planned.clear();
         }
     }

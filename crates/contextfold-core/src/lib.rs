@@ -7,8 +7,8 @@
 //!
 //! - [`Conversation`], [`Message`], [`Block`]: a lossless model of an Anthropic Messages
 //!   request ([`conversation`]).
-//! - [`format`]: read and write Anthropic, OpenAI Chat Completions and Claude Code session
-//!   logs, with autodetection.
+//! - [`format`]: read and write Anthropic, OpenAI Chat Completions and OpenAI Responses
+//!   requests and Claude Code session logs, with autodetection.
 //! - [`validate()`] and [`repair()`]: the provider's rules, with exact locations.
 //! - [`tokens`]: token counting, exact (BPE) or estimated, and memoised.
 //!

@@ -4,13 +4,16 @@
 //! turns, keep at least K tail tokens) give a latest allowed cut; the "at most" constraint
 //! (a tail of at most K tokens) gives an earliest one. When both hold, the earliest cut that
 //! fits the maximum is taken, so the tail keeps as much as the budget allows. The first user
-//! request may be pinned, and a previous summary at the start is folded into the new one.
+//! request may be pinned, and a previous summary at the start is folded into the new one. A
+//! provider's own summary of earlier turns (a `compaction` block, see [`is_opaque_summary`])
+//! is opaque, so it is never folded: a head holding one keeps it, pinned before our summary.
 
 use crate::boundary::{boundaries, Boundary};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::summary::split_summary;
-use crate::tokens::{count_message, TokenCounter};
+use crate::tokens::{count_block, count_message, Thousands, TokenCounter};
 use serde::Serialize;
+use serde_json::Value;
 use std::fmt;
 
 /// Whether the first user message is kept verbatim.
@@ -60,7 +63,8 @@ impl Default for PlanConfig {
 pub struct Plan {
     /// The cut: the tail starts at `cut.index`.
     pub cut: Boundary,
-    /// Blocks of the first user request kept verbatim (empty when not pinned).
+    /// Blocks kept verbatim before the summary: the first user request (when pinned), then
+    /// the head's opaque summaries ([`is_opaque_summary`]), which cannot be folded.
     pub pinned: Vec<Block>,
     /// The summary found at the start of the conversation, to be folded in.
     pub previous_summary: Option<String>,
@@ -73,7 +77,8 @@ pub struct Plan {
     pub pinned_tokens: u64,
     /// Tokens of the tail.
     pub tail_tokens: u64,
-    /// Tokens of all messages.
+    /// Tokens of all messages (a part of the conversation's total, which also counts the
+    /// system prompt and tools).
     pub total_tokens: u64,
     /// Constraints that could not all be met, one sentence each.
     pub notes: Vec<String>,
@@ -119,13 +124,20 @@ impl fmt::Display for NoCut {
         match self {
             NoCut::NoBoundary => f.write_str("the conversation has no safe cut point"),
             NoCut::KeepTurns(turns) => write!(f, "keeping the last {turns} user turn(s) leaves nothing to fold"),
-            NoCut::KeepTokens(tokens) => write!(f, "keeping at least {tokens} tail tokens leaves nothing to fold"),
-            NoCut::Fits { tokens, max_tail_tokens } => {
-                write!(f, "the conversation's {tokens} tokens already fit the tail budget of {max_tail_tokens}")
+            NoCut::KeepTokens(tokens) => {
+                write!(f, "keeping at least {} tail tokens leaves nothing to fold", Thousands(*tokens))
             }
+            NoCut::Fits { tokens, max_tail_tokens } => write!(
+                f,
+                "the messages that could be folded hold {} tokens, within the tail budget of {}",
+                Thousands(*tokens),
+                Thousands(*max_tail_tokens)
+            ),
             NoCut::TooLittle { head_tokens, total_tokens, min_progress } => write!(
                 f,
-                "the head would hold {head_tokens} of {total_tokens} tokens, less than the minimum of {:.0}%",
+                "the head would hold {} of the messages' {} tokens, less than the minimum of {:.0}%",
+                Thousands(*head_tokens),
+                Thousands(*total_tokens),
                 min_progress * 100.0
             ),
         }
@@ -211,13 +223,15 @@ pub fn plan_with_counts(
                     let cut = fitting.or(cuts.last()).copied().ok_or(NoCut::NoBoundary)?;
                     if cut.index > upper {
                         notes.push(format!(
-                            "the tail budget of {max} tokens overrides keeping the requested turns or tokens"
+                            "the tail budget of {} tokens overrides keeping the requested turns or tokens",
+                            Thousands(max)
                         ));
                     }
                     if suffix[cut.index] > max {
                         notes.push(format!(
-                            "the smallest safe tail holds {} tokens, over the budget of {max}",
-                            suffix[cut.index]
+                            "the smallest safe tail holds {} tokens, over the budget of {}",
+                            Thousands(suffix[cut.index]),
+                            Thousands(max)
                         ));
                     }
                     cut
@@ -245,6 +259,16 @@ pub fn plan_with_counts(
         head_tokens = head_tokens.saturating_sub(count(0));
     }
     head.extend(messages.get(1..chosen.index).unwrap_or(&[]).iter().cloned());
+    // The head's opaque summaries stay (the head keeps them too, so that its messages are
+    // the conversation's; a summarizer sees only that one was there).
+    let mut pinned = pinned;
+    let mut pinned_tokens = pinned_tokens;
+    for block in head.iter().flat_map(|message| &message.content).filter(|block| is_opaque_summary(block)) {
+        let tokens = count_block(counter, block);
+        head_tokens = head_tokens.saturating_sub(tokens);
+        pinned_tokens += tokens;
+        pinned.push(block.clone());
+    }
     if head.is_empty() || (head_tokens as f64) < config.min_progress * total_tokens as f64 {
         return Err(NoCut::TooLittle { head_tokens, total_tokens, min_progress: config.min_progress });
     }
@@ -259,6 +283,13 @@ pub fn plan_with_counts(
         total_tokens,
         notes,
     })
+}
+
+/// Whether `block` is a provider's own summary of earlier turns: a `compaction` item of the
+/// OpenAI Responses API or Anthropic's `compaction` block. Its content is encrypted or
+/// server-made, so it cannot be folded into a summary of ours; the plan keeps it.
+pub fn is_opaque_summary(block: &Block) -> bool {
+    matches!(block, Block::Other(value) if value.get("type").and_then(Value::as_str) == Some("compaction"))
 }
 
 fn blocks_tokens(counter: &dyn TokenCounter, blocks: &[Block]) -> u64 {
@@ -331,6 +362,26 @@ mod tests {
         let config = PlanConfig { keep_turns: Some(2), max_tail_tokens: None, ..PlanConfig::default() };
         let err = plan(&conversation, &config, &Chars4).unwrap_err();
         assert_eq!(err, NoCut::KeepTurns(2));
+    }
+
+    #[test]
+    fn an_opaque_summary_in_the_head_is_kept_once() {
+        let mut conversation = long_session(4, 3);
+        let compaction = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "E"});
+        conversation.messages[5].content.push(Block::Other(compaction.clone()));
+        let plan =
+            check(&conversation, PlanConfig { keep_turns: Some(1), max_tail_tokens: None, ..PlanConfig::default() });
+        assert!(plan.cut.index > 5);
+        let kept = |blocks: &[Block]| blocks.iter().filter(|block| is_opaque_summary(block)).count();
+        assert_eq!(kept(&plan.pinned), 1);
+        assert_eq!(plan.pinned.last(), Some(&Block::Other(compaction)), "after the first request");
+        let out = assemble(&conversation, Some("summary"), &plan.pinned, plan.tail(&conversation));
+        assert_eq!(out.messages.iter().map(|message| kept(&message.content)).sum::<usize>(), 1);
+        // The next compaction keeps it again, from the pinned part of the summary message.
+        let mut grown = out.clone();
+        grown.messages.extend(long_session(2, 3).messages);
+        let again = check(&grown, PlanConfig { keep_turns: Some(1), max_tail_tokens: None, ..PlanConfig::default() });
+        assert_eq!(kept(&again.pinned), 1);
     }
 
     #[test]

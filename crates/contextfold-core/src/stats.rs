@@ -5,7 +5,7 @@
 
 use crate::conversation::{Block, Conversation, Role};
 use crate::extract::first_line;
-use crate::tokens::{count_block, count_conversation, TokenCounter};
+use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
 use crate::validate::{validate, Problem};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -36,16 +36,17 @@ pub struct Stats {
     pub problems: Vec<ProblemView>,
 }
 
-/// Token counts of a conversation.
+/// Token counts of a conversation: `system`, `tools` and `by_role` are parts that add up
+/// to `total`, framing included; `by_block` and `by_tool` count block content only.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct TokenBreakdown {
     /// The whole request: system prompt, tool definitions and messages.
     pub total: u64,
-    /// The system prompt.
+    /// The system prompt, with its framing.
     pub system: u64,
-    /// The tool definitions.
+    /// The tool definitions, with their framing.
     pub tools: u64,
-    /// Message content by role (`user`, `assistant`).
+    /// Messages by role (`user`, `assistant`), with their framing.
     pub by_role: BTreeMap<String, u64>,
     /// Message content by block type (`text`, `tool_use`, `tool_result`, …).
     pub by_block: BTreeMap<String, u64>,
@@ -96,14 +97,13 @@ impl From<&Problem> for ProblemView {
 
 /// Computes the statistics of `conversation` with `counter`.
 pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
-    let mut tokens = TokenBreakdown { total: count_conversation(counter, conversation), ..TokenBreakdown::default() };
-    if let Some(system) = &conversation.system {
-        tokens.system = counter.count_text(&system.text());
-    }
-    if let Some(tools) = &conversation.tools {
-        tokens.tools =
-            tools.iter().map(|tool| counter.count_text(&serde_json::to_string(tool).unwrap_or_default())).sum();
-    }
+    // The parts are priced as the total is (framing included), so they add up to it.
+    let mut tokens = TokenBreakdown {
+        total: count_conversation(counter, conversation),
+        system: conversation.system.as_ref().map_or(0, |system| count_system(counter, system)),
+        tools: conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools)),
+        ..TokenBreakdown::default()
+    };
     let mut tool_names: HashMap<&str, &str> = HashMap::new();
     let mut tool_calls_by_tool = BTreeMap::new();
     let mut tool_calls = 0;
@@ -113,6 +113,7 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
         if message.role == Role::User && message.is_authored() {
             turns += 1;
         }
+        *tokens.by_role.entry(message.role.as_str().to_string()).or_default() += MESSAGE_OVERHEAD;
         for (position, block) in message.content.iter().enumerate() {
             let count = count_block(counter, block);
             *tokens.by_role.entry(message.role.as_str().to_string()).or_default() += count;
@@ -182,12 +183,13 @@ mod tests {
         assert_eq!(stats.largest_tool_results[0].tool, "Read");
         let by_role: u64 = stats.tokens.by_role.values().sum();
         let by_block: u64 = stats.tokens.by_block.values().sum();
-        assert_eq!(by_role, by_block);
+        // Roles carry the messages' framing; blocks count content only.
+        assert_eq!(by_role, by_block + 4 * MESSAGE_OVERHEAD);
         assert_eq!(
             stats.tokens.by_tool["Read"],
             stats.tokens.by_block["tool_use"] + stats.tokens.by_block["tool_result"]
         );
-        assert!(stats.tokens.total >= by_role + stats.tokens.system);
+        assert_eq!(stats.tokens.total, by_role + stats.tokens.system + stats.tokens.tools);
         assert!(stats.valid);
     }
 }

@@ -20,7 +20,7 @@ pub enum Preset {
     Auto,
     /// Claude Code: Read, Write, Edit, MultiEdit, Grep, Glob, LS, Bash, WebFetch, WebSearch, …
     ClaudeCode,
-    /// Codex: shell, apply_patch.
+    /// Codex: shell, exec_command, apply_patch.
     Codex,
     /// OpenHands: str_replace_editor, execute_bash, browser.
     OpenHands,
@@ -192,6 +192,8 @@ fn codex(name: &str, input: &Value) -> Option<Action> {
             };
             Some(shell(&command))
         }
+        // The unified exec tool: one command line in `cmd`.
+        "exec_command" => Some(shell(&string(input, &["cmd"]).unwrap_or_default())),
         "apply_patch" => {
             let patch = string(input, &["input", "patch"]).unwrap_or_default();
             let target = patch.lines().find_map(|line| {
@@ -442,6 +444,7 @@ mod tests {
             None,
         );
         check("shell", json!({"command": ["bash", "-lc", "cat src/a.rs"]}), FileRead, Some("src/a.rs"), None);
+        check("exec_command", json!({"cmd": "sed -n '1,40p' src/a.rs"}), FileRead, Some("src/a.rs"), Some("1-40"));
         check("open", json!({"path": "setup.py"}), FileRead, Some("setup.py"), None);
         check("read_file", json!({"path": "x.md"}), FileRead, Some("x.md"), None);
         check("TodoWrite", json!({"todos": []}), Other, None, None);

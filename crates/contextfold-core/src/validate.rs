@@ -34,6 +34,9 @@ pub enum Rule {
     DanglingUse,
     /// Two tool_use blocks share an id.
     DuplicateId,
+    /// A Responses `reasoning` item is not followed by the item it produced (a message or a
+    /// call of the same response).
+    LoneReasoning,
 }
 
 impl Rule {
@@ -51,6 +54,7 @@ impl Rule {
             Rule::ResultNotFirst => "result-not-first",
             Rule::DanglingUse => "dangling-use",
             Rule::DuplicateId => "duplicate-id",
+            Rule::LoneReasoning => "lone-reasoning",
         }
     }
 }

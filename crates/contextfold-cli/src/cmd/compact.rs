@@ -1,16 +1,15 @@
 //! `contextfold compact`: compact files to a budget, with a report.
 
 use super::store::Persist;
-use crate::args::{CompactArgs, LlmArgs};
+use crate::args::{CompactArgs, CutArgs, LlmArgs, TargetArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::{
-    ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy,
+    ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy, Target, Undersized,
 };
+use contextfold::core::evict::EvictConfig;
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
-use contextfold::core::summary::is_summary_message;
-use contextfold::core::{Block, Conversation};
 use contextfold::input::{self, Shown};
 use contextfold::store::Origin;
 use contextfold::summarize::Summarizer;
@@ -21,31 +20,60 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+impl TargetArgs {
+    /// The target these arguments ask for: `--budget`, a share of `--window`, or half the input.
+    pub fn target(&self) -> Target {
+        match (self.budget, self.window) {
+            (Some(budget), _) => Target::Budget(budget),
+            (None, Some(window)) => Target::Window { window, reserve: self.reserve, fraction: self.target_fraction },
+            (None, None) => Target::Shrink(0.5),
+        }
+    }
+}
+
+impl CutArgs {
+    /// The compaction configuration for `target` with these tail and summary limits.
+    pub fn config(&self, target: &TargetArgs) -> CompactConfig {
+        let defaults = CompactConfig::default();
+        CompactConfig {
+            target: target.target(),
+            plan: PlanConfig {
+                keep_turns: self.keep_turns,
+                max_tail_tokens: self.max_tail_tokens,
+                ..defaults.plan.clone()
+            },
+            summary_tokens: self.summary_tokens,
+            // A size the user asked for that no summary fits is an error naming the smallest
+            // that works; the default (half the input) is raised to it instead, with a note.
+            undersized: match target.target() {
+                Target::Shrink(_) => Undersized::Raise,
+                _ => Undersized::Fail,
+            },
+            ..defaults
+        }
+    }
+}
+
 impl CompactArgs {
     /// The library configuration these arguments ask for; a usage error when they
     /// contradict each other (a budget or window of 0, a reserve not below the window).
     fn config(&self) -> Result<CompactConfig, ConfigError> {
-        let mut config = CompactConfig::builder();
-        config = match (self.budget, self.window) {
-            (Some(budget), _) => config.budget(budget),
-            (None, Some(window)) => config.window(window, self.reserve, self.target),
-            (None, None) => config.shrink(0.5),
-        };
-        // Without --keep-tokens the tail is bounded by what the target leaves, not by a default.
-        let plan =
-            PlanConfig { keep_turns: self.keep_turns, max_tail_tokens: self.keep_tokens, ..PlanConfig::default() };
-        config
-            .summary_tokens(self.summary_tokens)
-            .instructions(Instructions { language: self.language.clone(), focus: self.focus.clone() })
-            .recall_tool(self.persist.recall_tool)
-            .max_tool_output(match self.max_tool_output {
+        let base = self.cut.config(&self.target);
+        let config = CompactConfig {
+            strategy: self.strategy,
+            instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
+            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..base.evict.clone() },
+            max_tool_output: match self.max_tool_output {
+                _ if self.no_clip => ClipLimit::Off,
                 None => ClipLimit::Auto,
+                // The old spelling of --no-clip.
                 Some(0) => ClipLimit::Off,
                 Some(tokens) => ClipLimit::Tokens(tokens),
-            })
-            .strategy(self.strategy)
-            .plan(plan)
-            .build()
+            },
+            ..base
+        };
+        config.check()?;
+        Ok(config)
     }
 }
 
@@ -283,7 +311,7 @@ fn compact_one(
         } else {
             let mut out = format!("{line}\n");
             if destination.is_none() && !args.dry_run {
-                out.push_str(&shape(&compacted.conversation));
+                out.push_str(&output::shape(&compacted.conversation));
                 out.push_str("(write the conversation with -o FILE, or redirect standard output)\n");
             }
             output::print(&out)?;
@@ -328,32 +356,8 @@ fn summary_line(file: &str, report: &CompactionReport) -> String {
     line
 }
 
-/// One line per message: index, role, block kinds.
-fn shape(conversation: &Conversation) -> String {
-    let mut out = String::new();
-    for (index, message) in conversation.messages.iter().enumerate() {
-        let kinds: Vec<String> = message
-            .content
-            .iter()
-            .map(|block| match block {
-                Block::ToolUse(tool_use) => format!("tool_use {}", tool_use.name),
-                Block::Text(text) if text.text.starts_with(contextfold::core::summary::SUMMARY_PREFIX) => {
-                    "summary".to_string()
-                }
-                Block::ToolResult(result) if contextfold::core::evict::is_evicted(result) => {
-                    "tool_result (offloaded)".to_string()
-                }
-                other => other.kind().to_string(),
-            })
-            .collect();
-        let marker = if is_summary_message(message) { " ←" } else { "" };
-        out.push_str(&format!("  {index:>3} {:<9} {}{marker}\n", message.role.as_str(), kinds.join(" · ")));
-    }
-    out
-}
-
 fn table(rows: &[Row]) -> String {
-    let width = rows.iter().map(|row| row.file.len()).max().unwrap_or(4).clamp(4, 60);
+    let width = rows.iter().map(|row| row.file.chars().count()).max().unwrap_or(4).clamp(4, 60);
     let mut out = format!(
         "{:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
         "file", "before", "after", "target", "strategy", "offloaded", "folded"
@@ -361,11 +365,7 @@ fn table(rows: &[Row]) -> String {
     let (mut before, mut after) = (0, 0);
     for row in rows {
         let report = &row.report;
-        let file: String = if row.file.len() > width {
-            format!("…{}", &row.file[row.file.len() - width + 1..])
-        } else {
-            row.file.clone()
-        };
+        let file = output::last_chars(&row.file, width);
         out.push_str(&format!(
             "{file:<width$}  {:>10}  {:>10}  {:>10}  {:<24}  {:>9}  {:>6}\n",
             thousands(report.tokens_before),

@@ -11,6 +11,7 @@ use contextfold::input;
 use contextfold::store::{Origin, Payload, StoredCompaction};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -19,10 +20,10 @@ impl EvictArgs {
     pub fn config(&self) -> EvictConfig {
         EvictConfig {
             preset: self.preset,
-            keep_recent: Some(self.keep),
-            keep_recent_tokens: self.keep_tokens,
+            keep_recent: Some(self.keep_tool_results),
+            keep_recent_tokens: self.keep_tool_tokens,
             clear_at_least: self.clear_at_least,
-            target_tokens: self.target,
+            target_tokens: self.target_tokens,
             pinned_paths: self.pinned_paths.clone(),
             exclude_tools: self.exclude_tools.clone(),
             clear_inputs_over: self.clear_inputs_over,
@@ -81,7 +82,8 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     if thinking_cleared > 0 {
         report.tokens_after = count_conversation(counter, &parsed.conversation);
     }
-    let clipped = match args.max_tool_output {
+    // 0 is the old spelling of no clipping, as in `compact`.
+    let clipped = match args.max_tool_output.filter(|&limit| limit > 0) {
         Some(limit) => {
             let clip_config =
                 ClipConfig { preset: args.preset, recall_tool: args.persist.recall_tool, ..ClipConfig::new(limit) };
@@ -109,10 +111,12 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         persist.keep(&recording, stored)?;
         report.session = Some(recording.session);
     }
+    // On a terminal without -o, a report and the shape of the result, as `compact` shows.
+    let on_terminal = args.output.is_none() && !args.json && std::io::stdout().is_terminal();
     let output = match (&args.output, args.json) {
         (Some(path), _) => Some(path.as_path()),
-        (None, false) => Some(Path::new("-")),
-        (None, true) => None,
+        (None, false) if !on_terminal => Some(Path::new("-")),
+        (None, _) => None,
     };
     if let Some(path) = output {
         input::save(path, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
@@ -120,28 +124,43 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         output::json_line(&report)?;
     } else {
-        let Report { clipped, session, .. } = &report;
-        let mut line = format!(
-            "evicted {} payload(s): {} → {} tokens",
-            report.offloaded,
-            thousands(report.tokens_before),
-            thousands(report.tokens_after)
-        );
-        if !report.by_reason.is_empty() {
-            let reasons: Vec<String> =
-                report.by_reason.iter().map(|(reason, count)| format!("{} {count}", reason.name())).collect();
-            line.push_str(&format!(" ({})", reasons.join(", ")));
+        let line = summary_line(&input::Shown(args.file.clone()).to_string(), &report);
+        if on_terminal {
+            let mut out = format!("{line}\n");
+            out.push_str(&output::shape(&parsed.conversation));
+            out.push_str("(write the conversation with -o FILE, or redirect standard output)\n");
+            output::print(&out)?;
+        } else {
+            eprintln!("{line}");
         }
-        if !clipped.is_empty() {
-            line.push_str(&format!("; clipped {} output(s)", clipped.len()));
-        }
-        if let Some(skipped) = &report.skipped {
-            line.push_str(&format!("; nothing evicted: {skipped}"));
-        }
-        if let Some(session) = &session {
-            line.push_str(&format!("; stored as session {session}"));
-        }
-        eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What was evicted and clipped, in one line with the reasons.
+fn summary_line(file: &str, report: &Report) -> String {
+    let mut line = format!(
+        "{file}: evicted {} payload(s): {} → {} tokens",
+        report.offloaded,
+        thousands(report.tokens_before),
+        thousands(report.tokens_after)
+    );
+    if !report.by_reason.is_empty() {
+        let reasons: Vec<String> =
+            report.by_reason.iter().map(|(reason, count)| format!("{} {count}", reason.name())).collect();
+        line.push_str(&format!(" ({})", reasons.join(", ")));
+    }
+    if report.thinking_cleared > 0 {
+        line.push_str(&format!("; cleared {} thinking block(s)", report.thinking_cleared));
+    }
+    if !report.clipped.is_empty() {
+        line.push_str(&format!("; clipped {} output(s)", report.clipped.len()));
+    }
+    if let Some(skipped) = &report.skipped {
+        line.push_str(&format!("; nothing evicted: {skipped}"));
+    }
+    if let Some(session) = &report.session {
+        line.push_str(&format!("; stored as session {session}"));
+    }
+    line
 }

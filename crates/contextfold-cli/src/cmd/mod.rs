@@ -9,6 +9,7 @@ mod recall;
 mod render;
 mod replay;
 mod search;
+mod serve;
 mod sessions;
 mod stats;
 mod store;
@@ -22,6 +23,10 @@ use std::process::ExitCode;
 
 /// Runs the command and decides the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // An exact tokenizer's vocabulary loads on the second core while the input is read.
+    if let Some(tokenizer) = cli.command.tokenizer() {
+        std::thread::spawn(move || tokenizer.warm_up());
+    }
     match cli.command {
         Command::Stats(args) => stats::run(args),
         Command::Validate(args) => validate::run(args),
@@ -35,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(args) => recall::run(args),
         Command::Search(args) => search::run(args),
         Command::Sessions(args) => sessions::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

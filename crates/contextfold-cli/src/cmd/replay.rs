@@ -100,7 +100,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         counter,
                         compactor: compactor.clone(),
                         trigger: args.trigger,
-                        target: args.target,
+                        target: args.target_fraction,
                     };
                     let outcome = replay_file(file, &config, &args, &runtime);
                     if let Some(bar) = &progress {

@@ -2,7 +2,7 @@
 
 use crate::args::SearchArgs;
 use crate::output;
-use contextfold::store::{Hit, HitLocation, SessionStore};
+use contextfold::store::{Hit, HitLocation};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -29,11 +29,10 @@ impl<'a> From<&'a Hit> for JsonHit<'a> {
 }
 
 pub fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let path = &args.store.store;
-    let store = super::store::open_existing(path)?;
+    let (location, store) = args.store.open_existing()?;
     let query = args.query.join(" ");
     let hits =
-        store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(path, err))?;
+        store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(&location, err))?;
     if args.json {
         for hit in &hits {
             output::json_line(&JsonHit::from(hit))?;

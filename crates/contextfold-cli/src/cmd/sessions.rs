@@ -6,9 +6,8 @@ use anyhow::bail;
 use contextfold::core::format::{Format, Layout};
 use contextfold::core::Conversation;
 use contextfold::input;
-use contextfold::store::{Origin, SessionInfo, SessionStore, SqliteStore};
+use contextfold::store::{Origin, SessionInfo, SessionStore, StoreLocation};
 use serde::Serialize;
-use std::path::Path;
 use std::process::ExitCode;
 
 /// One session as JSON: its id, name, creation time (seconds since the Unix epoch),
@@ -24,11 +23,10 @@ struct JsonSession<'a> {
 }
 
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
-    let path = &args.store.store;
-    let store = super::store::open_existing(path)?;
-    let fail = |err| super::store::error(path, err);
+    let (location, store) = args.store.open_existing()?;
+    let fail = |err| super::store::error(&location, err);
     match &args.action {
-        None => list(&store, path, args.json),
+        None => list(store.as_ref(), &location, args.json),
         Some(SessionsAction::Export { id, output }) => {
             let messages = store.export(id).map_err(fail)?;
             let (conversation, format, layout) = match store.session_meta(id).map_err(fail)? {
@@ -44,7 +42,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
         }
         Some(SessionsAction::Rm { id }) => {
             if !store.delete_session(id).map_err(fail)? {
-                bail!("no session `{id}` in store {}", path.display());
+                bail!("no session `{id}` in store {location}");
             }
             eprintln!("deleted session {id}");
             Ok(ExitCode::SUCCESS)
@@ -52,11 +50,11 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn list(store: &SqliteStore, path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let sessions = store.sessions().map_err(|err| super::store::error(path, err))?;
+fn list(store: &dyn SessionStore, location: &StoreLocation, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = store.sessions().map_err(|err| super::store::error(location, err))?;
     let mut rows = Vec::with_capacity(sessions.len());
     for info in &sessions {
-        let meta = store.session_meta(&info.id).map_err(|err| super::store::error(path, err))?;
+        let meta = store.session_meta(&info.id).map_err(|err| super::store::error(location, err))?;
         let format = meta.and_then(|meta| meta["format"].as_str().map(str::to_string));
         rows.push((info, format));
     }

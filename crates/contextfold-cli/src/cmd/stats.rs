@@ -57,7 +57,13 @@ fn report(file: &Shown, format: &str, stats: &Stats) -> String {
     let tokens = &stats.tokens;
     let mut out = String::new();
     let _ = writeln!(out, "{file} ({format}; tokens by {})", stats.tokenizer);
-    let _ = writeln!(out, "  messages {}, user turns {}, tool calls {}", stats.messages, stats.turns, stats.tool_calls);
+    let _ = writeln!(
+        out,
+        "  messages {}, user turns {}, tool calls {}",
+        thousands(stats.messages as u64),
+        thousands(stats.turns as u64),
+        thousands(stats.tool_calls as u64)
+    );
     let _ = writeln!(
         out,
         "  tokens {} total: system {}, tool definitions {}, {}",
@@ -66,9 +72,9 @@ fn report(file: &Shown, format: &str, stats: &Stats) -> String {
         thousands(tokens.tools),
         ranked(&tokens.by_role)
     );
-    let _ = writeln!(out, "  by block: {}", ranked(&tokens.by_block));
+    let _ = writeln!(out, "  message content by block: {}", ranked(&tokens.by_block));
     if !tokens.by_tool.is_empty() {
-        let _ = writeln!(out, "  by tool: {}", ranked(&tokens.by_tool));
+        let _ = writeln!(out, "  tool calls and results by tool: {}", ranked(&tokens.by_tool));
         let calls = stats.tool_calls_by_tool.iter().map(|(name, count)| (name.clone(), *count as u64)).collect();
         let _ = writeln!(out, "  tool calls: {}", ranked(&calls));
     }

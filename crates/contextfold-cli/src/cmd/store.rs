@@ -1,33 +1,52 @@
-//! The store as the commands use it: opening it with errors that name the file, and
-//! recording what `compact --store` and `evict --store` removed.
+//! The store as the commands use it: where it is (`--store`, `CONTEXTFOLD_STORE_URL`, the
+//! default file), opening it with errors that name it, and recording what `compact --store`
+//! and `evict --store` removed.
 
-use crate::args::PersistArgs;
+use crate::args::{PersistArgs, StoreArgs, DEFAULT_STORE, STORE_VARIABLE};
 use anyhow::bail;
 use contextfold::redact::Redactor;
-use contextfold::store::{SessionId, SessionStore, SqliteStore, StoreError, StoredCompaction};
+use contextfold::store::{SessionId, SessionStore, StoreError, StoreLocation, StoredCompaction};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// `err` as a one-line error that names the store file.
-pub fn error(path: &Path, err: StoreError) -> anyhow::Error {
+/// The store `given` names, else the one `CONTEXTFOLD_STORE_URL` names, else the default file.
+pub fn location(given: Option<&Path>) -> anyhow::Result<StoreLocation> {
+    let text: OsString = match given {
+        Some(path) => path.as_os_str().to_owned(),
+        None => std::env::var_os(STORE_VARIABLE).filter(|value| !value.is_empty()).unwrap_or(DEFAULT_STORE.into()),
+    };
+    match text.to_str() {
+        Some(text) => Ok(StoreLocation::parse(text)?),
+        // Not UTF-8, so not a URL.
+        None => Ok(StoreLocation::File(PathBuf::from(text))),
+    }
+}
+
+/// `err` as a one-line error that names the store.
+pub fn error(location: &StoreLocation, err: StoreError) -> anyhow::Error {
     match err {
-        // These do not name the file themselves.
+        // These do not name the store themselves.
         StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) => {
-            anyhow::Error::new(err).context(format!("store {}", path.display()))
+            anyhow::Error::new(err).context(format!("store {location}"))
         }
         err => err.into(),
     }
 }
 
-/// Opens an existing store for a reading command; a missing file stays missing.
-pub fn open_existing(path: &Path) -> anyhow::Result<SqliteStore> {
-    SqliteStore::open_existing(path).map_err(|err| error(path, err))
+impl StoreArgs {
+    /// Opens the existing store for a reading command; a missing one stays missing.
+    pub fn open_existing(&self) -> anyhow::Result<(StoreLocation, Arc<dyn SessionStore>)> {
+        let location = location(self.store.as_deref())?;
+        let store = location.open_existing().map_err(|err| error(&location, err))?;
+        Ok((location, store))
+    }
 }
 
 /// Where and how a writing command records what it removed.
 pub struct Persist {
-    path: PathBuf,
-    store: Arc<SqliteStore>,
+    location: StoreLocation,
+    store: Arc<dyn SessionStore>,
     session: Option<String>,
     redactor: Option<Redactor>,
 }
@@ -35,15 +54,16 @@ pub struct Persist {
 impl PersistArgs {
     /// Opens (creating) the store when `--store` was given; `files` is the number of inputs.
     pub fn open(&self, files: usize) -> anyhow::Result<Option<Persist>> {
-        let Some(path) = &self.store else {
+        let Some(given) = &self.store else {
             return Ok(None);
         };
         if self.session.is_some() && files > 1 {
             bail!("--session appends one conversation to a session (got {files} input files)");
         }
-        let store = SqliteStore::open(path).map_err(|err| error(path, err))?;
+        let location = location(given.as_deref())?;
+        let store = location.open().map_err(|err| error(&location, err))?;
         let redactor = self.redactor(false);
-        Ok(Some(Persist { path: path.clone(), store: Arc::new(store), session: self.session.clone(), redactor }))
+        Ok(Some(Persist { location, store, session: self.session.clone(), redactor }))
     }
 }
 
@@ -78,7 +98,7 @@ impl Persist {
             Some(name) => name.to_string_lossy().into_owned(),
             None => contextfold::input::Shown(file.to_path_buf()).to_string(),
         };
-        let session = self.store.create_session(&name).map_err(|err| error(&self.path, err))?;
+        let session = self.store.create_session(&name).map_err(|err| error(&self.location, err))?;
         Ok(Recording { session, created: true })
     }
 
@@ -92,7 +112,7 @@ impl Persist {
     /// that a failure leaves nothing behind.
     pub fn failed(&self, recording: &Recording, err: StoreError) -> anyhow::Error {
         self.forget(recording);
-        error(&self.path, err)
+        error(&self.location, err)
     }
 
     /// Deletes the session made for a recording that failed (a session given with

@@ -2,8 +2,9 @@
 
 use crate::args::ValidateArgs;
 use crate::output;
+use contextfold::core::format::{responses, Format};
 use contextfold::core::stats::ProblemView;
-use contextfold::core::{repair, validate};
+use contextfold::core::{repair, validate, Conversation, Problem};
 use contextfold::input::{self, Shown};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -34,11 +35,11 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let mut problems = validate(&parsed.conversation);
+        let mut problems = problems_of(parsed.format, &parsed.conversation);
         let mut fixes = None;
         if args.repair {
             let applied = repair(&mut parsed.conversation);
-            problems = validate(&parsed.conversation);
+            problems = problems_of(parsed.format, &parsed.conversation);
             if let Some(out) = &args.output {
                 input::save(out, &parsed.conversation, parsed.format.writable(), parsed.layout)?;
             }
@@ -76,4 +77,13 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     }
     let code = if invalid { ExitCode::from(1) } else { ExitCode::SUCCESS };
     Ok(super::exit(failed, code))
+}
+
+/// The provider's rules for `format`: a Responses request also needs every call answered
+/// and each reasoning item followed by its call, and its problems name the input item.
+fn problems_of(format: Format, conversation: &Conversation) -> Vec<Problem> {
+    match format {
+        Format::Responses => responses::check(conversation),
+        _ => validate(conversation),
+    }
 }

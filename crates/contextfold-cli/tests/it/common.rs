@@ -23,12 +23,19 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// Environment variables that would let a summarizer find a key or a server.
-const PROVIDER_VARIABLES: [&str; 4] = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"];
+/// Environment variables that would let a summarizer find a key or a server, or the
+/// commands a store.
+const PROVIDER_VARIABLES: [&str; 5] =
+    ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CONTEXTFOLD_STORE_URL"];
 
 /// Runs `contextfold args…` in `dir` (the test's own when `None`) with `stdin` and without
 /// the provider variables, and checks it never panicked.
 pub fn contextfold_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
+    contextfold_env(dir, args, stdin, &[])
+}
+
+/// [`contextfold_in`] with the variables `env` set.
+pub fn contextfold_env(dir: Option<&Path>, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_contextfold"));
     command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(dir) = dir {
@@ -36,6 +43,9 @@ pub fn contextfold_in(dir: Option<&Path>, args: &[&str], stdin: &[u8]) -> Run {
     }
     for variable in PROVIDER_VARIABLES {
         command.env_remove(variable);
+    }
+    for (name, value) in env {
+        command.env(name, value);
     }
     let mut child = command.spawn().expect("the binary starts");
     child.stdin.take().expect("stdin").write_all(stdin).expect("writes stdin");
@@ -105,4 +115,32 @@ pub fn corpus_dir() -> Option<std::path::PathBuf> {
 pub fn notice(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
+}
+
+/// Runs `contextfold args…` with its standard output on a terminal (a pseudo-terminal made by
+/// util-linux `script`), as a person at a shell would; `None` after a visible notice when
+/// `script` is missing (with `CI` set, that fails instead). Line ends come back as `\n`.
+pub fn contextfold_on_terminal(args: &[&str]) -> Option<Run> {
+    let script = Path::new("/usr/bin/script");
+    if !script.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI is set but {} is missing", script.display());
+        notice("skipped a terminal test: /usr/bin/script is absent");
+        return None;
+    }
+    let quote = |word: &str| format!("'{}'", word.replace('\'', r"'\''"));
+    let line: Vec<String> =
+        std::iter::once(env!("CARGO_BIN_EXE_contextfold")).chain(args.iter().copied()).map(quote).collect();
+    let mut command = Command::new(script);
+    command.args(["-qec", &line.join(" "), "/dev/null"]).stdin(Stdio::null());
+    for variable in PROVIDER_VARIABLES {
+        command.env_remove(variable);
+    }
+    let output = command.output().expect("script runs");
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n"),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert!(!run.stdout.contains("panicked"), "panic running {args:?}: {}", run.stdout);
+    Some(run)
 }

@@ -117,7 +117,7 @@ fn without_store_compact_and_evict_are_unchanged() {
     assert!(!dir.join(".contextfold").exists(), "no store without --store");
     let evict = contextfold_in(Some(&dir), &["evict", &example, "--keep", "1", "-o", &plain], b"");
     assert_eq!(evict.code, 0, "{}", evict.stderr);
-    assert!(!evict.stderr.contains("session") && !dir.join(".contextfold").exists(), "{}", evict.stderr);
+    assert!(!evict.stderr.contains("stored as session") && !dir.join(".contextfold").exists(), "{}", evict.stderr);
 }
 
 #[test]

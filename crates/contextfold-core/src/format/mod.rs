@@ -6,6 +6,7 @@
 
 pub mod claude_code;
 pub mod openai;
+pub mod responses;
 
 use crate::conversation::{Conversation, ModelError};
 use serde_json::Value;
@@ -20,6 +21,8 @@ pub enum Format {
     Anthropic,
     /// OpenAI Chat Completions request JSON (or an array of its messages).
     OpenAi,
+    /// OpenAI Responses request JSON (or an array of its input items).
+    Responses,
     /// Claude Code session log (JSON Lines); read only.
     ClaudeCode,
 }
@@ -30,6 +33,7 @@ impl Format {
         match self {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
+            Format::Responses => "responses",
             Format::ClaudeCode => "claude-code",
         }
     }
@@ -57,8 +61,9 @@ impl FromStr for Format {
         match name {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
+            "responses" => Ok(Format::Responses),
             "claude-code" => Ok(Format::ClaudeCode),
-            other => Err(format!("unknown format `{other}` (expected anthropic, openai or claude-code)")),
+            other => Err(format!("unknown format `{other}` (expected anthropic, openai, responses or claude-code)")),
         }
     }
 }
@@ -71,6 +76,34 @@ pub enum Layout {
     Object,
     /// `[...]`.
     Array,
+}
+
+/// Which entries of a request's list (its `messages`, or its `input` items) each message of
+/// the conversation read from it came from, so that a proxy can send the entries of a
+/// message it did not change as the client wrote them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spans {
+    /// The leading entries read into the system prompt: `0..system`.
+    pub system: usize,
+    /// For each message, the entries it was read from. The ranges follow one another from
+    /// `system` to the end of the list.
+    pub messages: Vec<std::ops::Range<usize>>,
+}
+
+impl Spans {
+    /// Records that entry `index` was read, leaving the reader with `messages` messages:
+    /// none means the entry went into the system prompt; otherwise it is part of the last.
+    pub(crate) fn record(&mut self, index: usize, messages: usize) {
+        match messages {
+            0 => self.system = index + 1,
+            count if self.messages.len() == count => {
+                if let Some(last) = self.messages.last_mut() {
+                    last.end = index + 1;
+                }
+            }
+            _ => self.messages.push(index..index + 1),
+        }
+    }
 }
 
 /// A conversation read from text, with what the reader learned about it.
@@ -103,11 +136,19 @@ pub enum FormatError {
     /// The JSON does not have the shape of a conversation.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// A Responses input item does not have the shape of one.
+    #[error("input item {index}: {message}")]
+    Item {
+        /// Index of the item in `input`.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The input matches no format we know.
     #[error("{0}")]
     Unrecognized(String),
     /// The format cannot be written.
-    #[error("the {0} format can be read but not written; write anthropic or openai")]
+    #[error("the {0} format can be read but not written; write anthropic, openai or responses")]
     ReadOnly(Format),
 }
 
@@ -128,8 +169,10 @@ impl FormatError {
 ///
 /// A single JSON value is OpenAI when its messages use OpenAI-only roles or fields
 /// (`system`/`developer`/`tool` roles, `tool_calls`, `tool_call_id`, `image_url` parts),
-/// and Anthropic otherwise (plain user/assistant strings read the same in both). Text that
-/// is several JSON objects, one a line, is a Claude Code log.
+/// and Anthropic otherwise (plain user/assistant strings read the same in both). It is
+/// Responses when it has `input` or `instructions` and no `messages`, or items of types no
+/// other format has ([`responses::looks_like_responses`]). Text that is several JSON
+/// objects, one a line, is a Claude Code log.
 pub fn detect(text: &str) -> Result<Format, FormatError> {
     let text = strip_bom(text);
     match serde_json::from_str::<Value>(text) {
@@ -145,6 +188,9 @@ pub fn detect(text: &str) -> Result<Format, FormatError> {
 }
 
 fn detect_value(value: &Value) -> Format {
+    if responses::looks_like_responses(value) {
+        return Format::Responses;
+    }
     let messages = match value {
         Value::Array(messages) => Some(messages),
         Value::Object(map) => map.get("messages").and_then(Value::as_array),
@@ -179,20 +225,33 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
     let conversation = match format {
         Format::Anthropic => Conversation::from_value(value)?,
         Format::OpenAi => openai::from_value(value)?,
+        Format::Responses => responses::from_value(value)?,
         Format::ClaudeCode => unreachable!("handled above"),
     };
     Ok(Parsed { conversation, format, layout, notes: Vec::new() })
 }
 
 /// Writes `conversation` as `format` in `layout`, as a JSON value.
+///
+/// A conversation read as Responses and written in another format is first made
+/// [`responses::portable`].
 pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> Result<Value, FormatError> {
+    let portable;
+    let conversation = if format != Format::Responses && responses::is_native(conversation) {
+        portable = responses::portable(conversation);
+        &portable
+    } else {
+        conversation
+    };
     let value = match format {
         Format::Anthropic => conversation.to_value(),
         Format::OpenAi => openai::to_value(conversation),
+        Format::Responses => responses::to_value(conversation),
         Format::ClaudeCode => return Err(FormatError::ReadOnly(format)),
     };
+    let list = if format == Format::Responses { "input" } else { "messages" };
     Ok(match (layout, value) {
-        (Layout::Array, Value::Object(mut map)) => map.remove("messages").unwrap_or(Value::Array(Vec::new())),
+        (Layout::Array, Value::Object(mut map)) => map.remove(list).unwrap_or(Value::Array(Vec::new())),
         (_, value) => value,
     })
 }
@@ -224,6 +283,36 @@ mod tests {
         let err = parse("{\n  \"messages\": [,]\n}", None).unwrap_err();
         assert!(matches!(err, FormatError::Json { line: 2, column: 16, .. }), "{err:?}");
         assert_eq!(err.to_string(), "invalid JSON at line 2, column 16: expected value");
+    }
+
+    #[test]
+    fn spans_say_which_entries_each_message_came_from() {
+        let chat = serde_json::json!([
+            {"role": "system", "content": "a"}, {"role": "developer", "content": "b"},
+            {"role": "user", "content": "c"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "x"}, {"role": "tool", "tool_call_id": "2", "content": "y"},
+            {"role": "user", "content": "d"}, {"role": "assistant", "content": "e"}
+        ]);
+        let (conversation, spans) = openai::from_value_spanned(chat).unwrap();
+        assert_eq!(spans, Spans { system: 2, messages: vec![2..3, 3..4, 4..7, 7..8] });
+        assert_eq!(conversation.messages.len(), spans.messages.len());
+        let responses = serde_json::json!({"instructions": "i", "input": [
+            {"type": "message", "role": "developer", "content": "p"},
+            {"type": "message", "role": "user", "content": "q"},
+            {"type": "reasoning", "id": "r", "summary": [], "encrypted_content": "e"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "o"},
+            {"type": "compaction", "encrypted_content": "z"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]}
+        ]});
+        let (conversation, spans) = responses::from_value_spanned(responses).unwrap();
+        assert_eq!(spans, Spans { system: 1, messages: vec![1..2, 2..4, 4..6, 6..7] });
+        assert_eq!(conversation.messages.len(), spans.messages.len());
+        let (_, none) = responses::from_value_spanned(serde_json::json!({"input": "hi"})).unwrap();
+        assert_eq!(none, Spans::default());
     }
 
     #[test]

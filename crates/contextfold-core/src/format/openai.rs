@@ -51,7 +51,7 @@
 //!   except on a user message that holds only tool results (its `tool` messages have no place
 //!   for them).
 
-use super::FormatError;
+use super::{FormatError, Spans};
 use crate::conversation::{
     Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System, Text, Thinking,
     ToolResult, ToolResultContent, ToolUse,
@@ -79,6 +79,13 @@ pub fn looks_like_openai(messages: &[Value]) -> bool {
 ///
 /// Errors name the index of the offending message in the input.
 pub fn from_value(value: Value) -> Result<Conversation, FormatError> {
+    from_value_spanned(value).map(|(conversation, _)| conversation)
+}
+
+/// [`from_value`], and which of the input's messages each message was read from (runs of
+/// one side merge into one message; the leading system/developer messages are the system
+/// prompt).
+pub fn from_value_spanned(value: Value) -> Result<(Conversation, Spans), FormatError> {
     let (messages, mut extra) = match value {
         Value::Array(messages) => (messages, Extra::new()),
         Value::Object(mut map) => match map.remove("messages") {
@@ -111,15 +118,18 @@ pub fn from_value(value: Value) -> Result<Conversation, FormatError> {
         extra.remove("functions");
     }
     let mut reader = Reader::default();
+    let mut spans = Spans::default();
     for (index, message) in messages.into_iter().enumerate() {
         reader.message(index, message)?;
+        spans.record(index, reader.messages.len());
     }
-    Ok(Conversation {
+    let conversation = Conversation {
         system: (!reader.system.is_empty()).then(|| System::Text(reader.system.join("\n\n"))),
         messages: reader.messages,
         tools,
         extra,
-    })
+    };
+    Ok((conversation, spans))
 }
 
 /// Writes an OpenAI request object: `messages` (system first), `tools`, then every other

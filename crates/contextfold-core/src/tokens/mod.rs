@@ -129,6 +129,13 @@ impl Tokenizer {
         Arc::new(self.counter())
     }
 
+    /// Loads this tokenizer's vocabulary now rather than at its first count (a no-op for
+    /// counters without one), so that a program can load it on another thread while it
+    /// reads its input.
+    pub fn warm_up(self) {
+        self.counter().count_text("");
+    }
+
     /// The counter behind a [`Memoized`] cache shared for the life of the program, for
     /// callers that count the same texts many times (replay, a long-running proxy). Counts
     /// are the same as [`counter`](Tokenizer::counter)'s. Chars4 is returned bare: it is
@@ -147,6 +154,25 @@ impl Tokenizer {
             Tokenizer::Estimate => &*ESTIMATE,
             Tokenizer::Chars4 => &Chars4,
         }
+    }
+}
+
+/// A token count written with thousands separators (`12,345`), as every figure a person
+/// reads is written (reports, notes, errors); machine output keeps plain digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thousands(pub u64);
+
+impl fmt::Display for Thousands {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = self.0.to_string();
+        let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+        for (i, digit) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(digit);
+        }
+        f.pad(&out)
     }
 }
 
@@ -205,6 +231,16 @@ mod tests {
             assert_eq!(tokenizer.shared().count_text("two words"), tokenizer.counter().count_text("two words"));
         }
         assert_eq!("gpt2".parse::<Tokenizer>(), Err(TokenizerError::Unknown("gpt2".into())));
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(Thousands(0).to_string(), "0");
+        assert_eq!(Thousands(999).to_string(), "999");
+        assert_eq!(Thousands(1_000).to_string(), "1,000");
+        assert_eq!(Thousands(1_234_567).to_string(), "1,234,567");
+        assert_eq!(Thousands(u64::MAX).to_string(), "18,446,744,073,709,551,615");
+        assert_eq!(format!("{:>7}", Thousands(1_000)), "  1,000");
     }
 
     #[cfg(not(feature = "bpe"))]

@@ -334,7 +334,7 @@ fn build(spec: &Spec) -> Conversation {
     Conversation::from_value(request).expect("the generator writes well-formed requests")
 }
 
-fn conversation_strategy() -> impl Strategy<Value = Conversation> {
+pub(crate) fn conversation_strategy() -> impl Strategy<Value = Conversation> {
     spec_strategy().prop_map(|spec| build(&spec))
 }
 

@@ -7,4 +7,5 @@ mod clip;
 mod common;
 mod compaction;
 mod formats;
+mod responses;
 mod tokens;

@@ -173,3 +173,45 @@ fn corpus_images_have_readable_sizes() {
         assert!((1..=1600).contains(&tokens));
     }
 }
+
+/// Text drawn from the pieces that make pre-tokenizers differ: letters of several scripts
+/// and cases, digits, contractions, punctuation, combining marks, emoji and every kind of
+/// white space, in runs.
+#[cfg(feature = "bpe")]
+fn tricky_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        "[a-zA-Z]{1,12}",
+        "[0-9]{1,7}",
+        Just("'s".to_string()),
+        Just("'LL".to_string()),
+        Just("<|endoftext|>".to_string()),
+        "[ \t\r\n]{1,6}",
+        Just("\u{a0}\u{2003}\u{3000}".to_string()),
+        "[.,;:!?(){}\\[\\]<>/\\\\\"'`~@#$%^&*_+=|-]{1,4}",
+        "[\u{e0}-\u{ff}\u{100}-\u{17f}]{1,5}",
+        "[\u{391}-\u{3c9}\u{410}-\u{44f}]{1,6}",
+        "[\u{4e00}-\u{4e40}\u{3041}-\u{3096}\u{ac00}-\u{ac40}]{1,4}",
+        "[\u{300}-\u{36f}]{1,3}",
+        "[\u{1f600}-\u{1f64f}\u{1f3fb}\u{200d}\u{fe0f}]{1,3}",
+    ];
+    proptest::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
+}
+
+#[cfg(feature = "bpe")]
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(768))]
+
+    /// The exact counters count as tiktoken's `encode_ordinary` does, on any text.
+    #[test]
+    fn bpe_counts_match_tiktoken_on_random_text(text in tricky_text()) {
+        use contextfold_core::tokens::{Cl100k, O200k};
+        use std::sync::LazyLock;
+        static REFERENCE: LazyLock<(tiktoken_rs::CoreBPE, tiktoken_rs::CoreBPE)> = LazyLock::new(|| {
+            (tiktoken_rs::o200k_base().expect("o200k loads"), tiktoken_rs::cl100k_base().expect("cl100k loads"))
+        });
+        let (o200k, cl100k) = &*REFERENCE;
+        proptest::prop_assert_eq!(O200k.count_text(&text), o200k.encode_ordinary(&text).len() as u64, "o200k");
+        proptest::prop_assert_eq!(Cl100k.count_text(&text), cl100k.encode_ordinary(&text).len() as u64, "cl100k");
+    }
+}

@@ -20,6 +20,7 @@ mod config;
 mod pass;
 mod persisting;
 mod report;
+mod sizing;
 mod summarizing;
 
 pub use config::{
@@ -30,7 +31,6 @@ pub use summarizing::{restore_summary, MIN_WORKABLE_SUMMARY_TOKENS};
 
 use pass::Pass;
 use persisting::Persistence;
-use summarizing::summary_budget;
 
 use crate::cache::{LruCache, SummaryCache};
 use crate::redact::Redactor;

@@ -6,15 +6,14 @@
 //! after an edit only the changed messages are counted again.
 
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
-use super::summarizing::{MIN_WORKABLE_SUMMARY_TOKENS, SUMMARY_FRAMING};
-use super::{summary_budget, ClipLimit, CompactConfig, CompactError, Compactor, Strategy, Undersized};
+use super::sizing::{message_counts, smallest_workable, tail_plan, Smallest};
+use super::{CompactConfig, CompactError, Compactor, Strategy, Undersized};
 use crate::store::{head_hash, Summary};
-use contextfold_core::boundary::boundaries;
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};
 use contextfold_core::evict::{evict_with_ledger, is_evicted, EvictConfig};
-use contextfold_core::plan::{plan_with_counts, NoCut, PinFirst, Plan, PlanConfig};
-use contextfold_core::summary::{assemble, split_summary, with_recall_note};
-use contextfold_core::tokens::{TokenCounter, TokenLedger, BLOCK_OVERHEAD};
+use contextfold_core::plan::{plan_with_counts, NoCut, PinFirst, Plan};
+use contextfold_core::summary::{assemble, with_recall_note};
+use contextfold_core::tokens::{Thousands, TokenCounter, TokenLedger};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Role, ToolResult};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -117,6 +116,10 @@ impl<'a> Pass<'a> {
     /// or is raised, as [`Undersized`] says; a summary that comes out empty is not folded in.
     async fn fold(&mut self, original: &Conversation, originals: &[Message]) -> Result<(), CompactError> {
         self.check_room()?;
+        if self.ledger.preamble_tokens() + self.ledger.total() <= self.target {
+            // The target was raised to what the conversation already fits.
+            return Ok(());
+        }
         let plan = match self.plan() {
             Ok(plan) => plan,
             Err(reason) => {
@@ -173,10 +176,11 @@ impl<'a> Pass<'a> {
     /// turn that cannot be cut; when it does not, fails or raises the target to that. The
     /// ledger must be synced to `work`.
     fn check_room(&mut self) -> Result<(), CompactError> {
-        let Some(tail) = self.newest_turn_tokens() else { return Ok(()) };
-        let preamble = self.ledger.preamble_tokens();
-        let summary = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(self.config.summary_tokens);
-        let smallest = preamble + summary + tail;
+        let Some(Smallest { target: smallest, preamble, summary, tail }) =
+            smallest_workable(self.config, &self.work, &self.ledger)
+        else {
+            return Ok(());
+        };
         if self.target >= smallest {
             return Ok(());
         }
@@ -194,57 +198,12 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Tokens of the smallest tail a cut can leave (the messages after the last safe cut),
-    /// with each tool output clipping could shorten counted at the smallest clip; `None`
-    /// without a safe cut. The ledger must be synced to `work`.
-    fn newest_turn_tokens(&self) -> Option<u64> {
-        let last = boundaries(&self.work.messages).last()?.index;
-        let clips = self.config.max_tool_output != ClipLimit::Off;
-        let floor = MIN_CLIP_TOKENS + BLOCK_OVERHEAD;
-        let tokens = (last..self.work.messages.len()).map(|index| {
-            let whole = self.ledger.message_tokens(index).unwrap_or_default();
-            let (Some(blocks), true) = (self.ledger.block_tokens(index), clips) else { return whole };
-            let content = &self.work.messages[index].content;
-            let saved: u64 = (content.iter().zip(blocks))
-                .filter(|(block, _)| matches!(block, Block::ToolResult(_)))
-                .map(|(_, &tokens)| tokens.saturating_sub(floor))
-                .sum();
-            whole - saved
-        });
-        Some(tokens.sum())
-    }
-
-    /// Tokens of the messages after the last safe cut, as they are.
-    fn newest_turn_as_is(&self) -> u64 {
-        let Some(last) = boundaries(&self.work.messages).last().map(|cut| cut.index) else { return 0 };
-        (last..self.work.messages.len()).filter_map(|index| self.ledger.message_tokens(index)).sum()
-    }
-
-    /// Plans a cut whose tail leaves room for the system prompt, tools and the summary. The
-    /// ledger must be synced to `work`.
+    /// Plans a cut whose tail leaves room for the system prompt, tools and the summary
+    /// ([`tail_plan`]). The ledger must be synced to `work`.
     fn plan(&self) -> Result<Plan, NoCut> {
-        let (work, config, target) = (&self.work, self.config, self.target);
-        let counts: Vec<u64> =
-            (0..work.messages.len()).map(|index| self.ledger.message_tokens(index).unwrap_or_default()).collect();
-        let fixed = self.ledger.preamble_tokens() + summary_budget(config, target);
-        let room = target.saturating_sub(fixed);
-        let pinned = match (config.plan.pin_first, work.messages.first()) {
-            (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => counts[0],
-            _ => 0,
-        };
-        // The first request is kept verbatim when it fits beside the smallest tail; otherwise
-        // it is folded into the summary.
-        let fits = pinned + self.newest_turn_as_is() <= room;
-        let pin_first = if fits { config.plan.pin_first } else { PinFirst::Folded };
-        let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
-        let plan_config = PlanConfig {
-            max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
-            pin_first,
-            // Over the target, any progress helps; the policy decides whether it is worth it.
-            min_progress: 0.0,
-            ..config.plan.clone()
-        };
-        plan_with_counts(work, &plan_config, self.counter, &counts)
+        let counts = message_counts(&self.ledger, &self.work);
+        let config = tail_plan(self.config, self.target, self.ledger.preamble_tokens(), &self.work, &counts);
+        plan_with_counts(&self.work, &config, self.counter, &counts)
     }
 
     /// Clips tool outputs, harder each round, until the conversation fits or clipping can do
@@ -301,7 +260,9 @@ impl<'a> Pass<'a> {
         self.report.strategy_used = self.steps;
         if after > target && before > target {
             self.report.notes.push(format!(
-                "the result holds {after} tokens, over the target of {target}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)"
+                "the result holds {} tokens, over the target of {}: no safe cut leaves less (the system prompt, tools and the newest messages are kept whole)",
+                Thousands(after),
+                Thousands(target)
             ));
         }
         let problems = validate(&self.work);

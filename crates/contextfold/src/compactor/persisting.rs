@@ -17,14 +17,14 @@ pub(super) struct Persistence {
     pub(super) origin: Option<Origin>,
 }
 
-/// Every payload a compaction removed: its evicted items, then its clipped outputs.
-fn removed_payloads(session: &str, report: &CompactionReport) -> Vec<Payload> {
-    report
-        .items
-        .iter()
-        .map(|item| Payload::from_offload(session, item))
-        .chain(report.clipped.iter().map(|item| Payload::from_clipped(session, item)))
-        .collect()
+impl CompactionReport {
+    /// Every payload this compaction removed, as `session` of a store keeps them: its evicted
+    /// items, then its clipped outputs.
+    pub fn payloads(&self, session: &str) -> Vec<Payload> {
+        (self.items.iter().map(|item| Payload::from_offload(session, item)))
+            .chain(self.clipped.iter().map(|item| Payload::from_clipped(session, item)))
+            .collect()
+    }
 }
 
 impl Compactor {
@@ -37,7 +37,7 @@ impl Compactor {
             Ok(report) => StoredCompaction {
                 history: history.to_vec(),
                 origin: persistence.origin.clone(),
-                payloads: removed_payloads(&session, &compacted.report),
+                payloads: compacted.report.payloads(&session),
                 summary: compacted.summary.clone(),
                 report,
             },

@@ -25,10 +25,12 @@ pub(super) const MIN_SUMMARY_TOKENS: u64 = 64;
 /// Tokens of the summary message beyond the summary itself (marker, headings, overhead).
 pub(super) const SUMMARY_FRAMING: u64 = 48;
 
-/// The smallest summary budget a target must leave room for: below it the extractive summary
-/// of a real head may hold nothing at all (every section over its share), and a fold would
-/// then drop the head without a word. The first request, shortened, and a few facts fit.
-pub const MIN_WORKABLE_SUMMARY_TOKENS: u64 = 256;
+/// The smallest summary budget a target must leave room for: the first request, shortened,
+/// and a fact or two fit. Smaller, the extractive summary of a real head may hold nothing at
+/// all (every section over its share); a summary that does come out empty is never folded
+/// in, so the head is kept rather than dropped unseen. Small enough that compacting a short
+/// conversation to half its size still works.
+pub const MIN_WORKABLE_SUMMARY_TOKENS: u64 = 96;
 
 /// The most tokens the summary may take: the configured size, but no more than half the
 /// target so that the verbatim tail keeps room, except that under a hard limit it may always

@@ -1,20 +1,29 @@
 //! The cold layer: a session store that keeps the original history, offloaded payloads,
 //! summaries and compaction reports, so anything compaction removed can be recalled.
 //!
-//! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory and
-//! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search.
+//! [`SessionStore`] is the interface; [`MemoryStore`] keeps everything in memory,
+//! [`SqliteStore`] (feature `sqlite`, on by default) in one SQLite file with full-text search,
+//! and `PostgresStore` (feature `postgres`) in a PostgreSQL database that several processes
+//! or machines share. [`StoreLocation`] reads a path or a `postgres://` URL.
 //! The model reads it back through the recall tool ([`recall_tool_definition`], [`handle_recall`]).
 //!
-//! The methods are synchronous: each is one short local transaction. Async callers that
-//! cannot afford to block may run them in `tokio::task::spawn_blocking`.
+//! The methods are synchronous: each is one short transaction (local, or a few round trips
+//! to a PostgreSQL server). Async callers that cannot afford to block may run them in
+//! `tokio::task::spawn_blocking`.
 
+mod location;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod recall_tool;
 mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub use location::StoreLocation;
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore, PostgresUrl, POSTGRES_SCHEMA_VERSION};
 pub use recall_tool::{
     handle_recall, recall_tool_definition, RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS,
     RECALL_TOOL_NAME,
@@ -169,7 +178,7 @@ pub enum StoreError {
         .path.display()
     )]
     NewerSchema {
-        /// The file.
+        /// The file, or a PostgreSQL store's URL without its password.
         path: PathBuf,
         /// Its schema version.
         found: i64,
@@ -185,7 +194,7 @@ pub enum StoreError {
     /// There is no store at the path, and the caller asked not to create one.
     #[error("no store at {}", .path.display())]
     Missing {
-        /// The file.
+        /// The file, or a PostgreSQL store's URL without its password.
         path: PathBuf,
     },
     /// Another process held the store's write lock for longer than the busy timeout.
@@ -216,6 +225,48 @@ pub enum StoreError {
     /// The runtime shut down before the store call ran; nothing was written.
     #[error("the store call was interrupted: the async runtime shut down before it ran")]
     Interrupted,
+    /// A store location names no store this build has.
+    #[error("this contextfold has no {store} store (build it with the cargo feature `{feature}`)")]
+    NotBuiltIn {
+        /// Which store.
+        store: &'static str,
+        /// The feature that adds it.
+        feature: &'static str,
+    },
+    /// A PostgreSQL store URL that cannot be used; the message never repeats the URL.
+    #[cfg(feature = "postgres")]
+    #[error("the store URL is not a valid PostgreSQL URL: {0}")]
+    BadUrl(String),
+    /// The database has a `contextfold` schema that is not a contextfold store.
+    #[cfg(feature = "postgres")]
+    #[error("store {server}: the database's schema `contextfold` belongs to another program; use another database")]
+    ForeignSchema {
+        /// The store's URL without its password.
+        server: String,
+    },
+    /// PostgreSQL failed, or could not be reached.
+    #[cfg(feature = "postgres")]
+    #[error("store {server}: {}", postgres::describe(.cause))]
+    Postgres {
+        /// The store's URL without its password.
+        server: String,
+        /// The cause, told in full by this error's message (so it is not its `source`).
+        cause: tokio_postgres::Error,
+    },
+    /// Every connection of the pool stayed busy for longer than the pool's wait.
+    #[cfg(feature = "postgres")]
+    #[error(
+        "store {server}: all {connections} connections stayed busy for {} s; try again, or allow more connections",
+        .waited.as_secs()
+    )]
+    PoolTimeout {
+        /// The store's URL without its password.
+        server: String,
+        /// How long we waited.
+        waited: std::time::Duration,
+        /// The pool's size.
+        connections: usize,
+    },
     /// SQLite failed.
     #[cfg(feature = "sqlite")]
     #[error("store {}: {source}", .path.display())]
@@ -380,7 +431,7 @@ pub(crate) fn message_text(message: &Message) -> String {
 }
 
 /// Reads back a message stored as its JSON and content shape.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn message_from_stored(json: &str, shape: &str, sequence: usize) -> Result<Message, StoreError> {
     let value = decode_json(json, &format!("message {sequence}"))?;
     let mut message = Message::from_value(value, sequence)
@@ -390,7 +441,7 @@ pub(crate) fn message_from_stored(json: &str, shape: &str, sequence: usize) -> R
 }
 
 /// The shape column of a message.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn shape_name(message: &Message) -> &'static str {
     match message.shape {
         ContentShape::Blocks => "blocks",
@@ -419,7 +470,7 @@ pub(crate) fn now_secs() -> u64 {
 ///
 /// serde_json (without its `float_roundtrip` feature) may read a float back one unit in the
 /// last place off; the bits make every stored value come back exactly.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn encode_json(value: &Value) -> String {
     fn floats(value: &Value, out: &mut Vec<u64>) {
         match value {
@@ -442,7 +493,7 @@ pub(crate) fn encode_json(value: &Value) -> String {
 }
 
 /// Reads text written by [`encode_json`]; `what` names it in errors.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn decode_json(text: &str, what: &str) -> Result<Value, StoreError> {
     fn restore(value: &mut Value, bits: &mut std::slice::Iter<'_, u64>) {
         match value {

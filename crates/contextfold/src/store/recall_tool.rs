@@ -61,13 +61,20 @@ fn input_schema() -> Value {
 }
 
 /// The recall tool's definition for a request in `format`: Anthropic's
-/// `{name, description, input_schema}`, or OpenAI's `{type: "function", function: {…}}`.
-/// A Claude Code log is Anthropic's.
+/// `{name, description, input_schema}`, OpenAI Chat's `{type: "function", function: {…}}`,
+/// or the Responses API's flat `{type: "function", name, description, parameters}`. A
+/// Claude Code log is Anthropic's.
 pub fn recall_tool_definition(format: Format) -> Value {
     match format.writable() {
         Format::OpenAi => json!({
             "type": "function",
             "function": {"name": RECALL_TOOL_NAME, "description": DESCRIPTION, "parameters": input_schema()}
+        }),
+        Format::Responses => json!({
+            "type": "function",
+            "name": RECALL_TOOL_NAME,
+            "description": DESCRIPTION,
+            "parameters": input_schema()
         }),
         _ => json!({"name": RECALL_TOOL_NAME, "description": DESCRIPTION, "input_schema": input_schema()}),
     }

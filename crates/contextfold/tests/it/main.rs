@@ -6,6 +6,7 @@ mod compactor;
 mod corpus;
 mod http_summarizers;
 mod middleware;
+mod openai_apis;
 mod oversized;
 mod replay;
 mod store;

@@ -231,6 +231,55 @@ fn a_restored_middleware_sends_what_the_original_would_over_the_corpus() {
     assert!(compactions > 0, "the restored middlewares compacted too");
 }
 
+/// A snapshot taken before any call of a session, written as JSON and restored, sends that
+/// call exactly what the middleware that never stopped sends, and ends in the same state
+/// (so every later call is the same too). Returns the calls that compacted.
+fn restored_at_every_call_sends_the_same(history: &[Message], window: u64) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let config = MiddlewareConfig::new(window, window / 8);
+    let original = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let mut compactions = 0;
+    for end in call_points(history) {
+        let text = serde_json::to_string(&runtime.block_on(original.snapshot())).unwrap();
+        let state: MiddlewareState = serde_json::from_str(&text).unwrap();
+        let restored = CompactionMiddleware::restore(Compactor::default(), config.clone(), state).unwrap();
+        let b = runtime.block_on(restored.prepare(&history[..end], &[]));
+        let a = runtime.block_on(original.prepare(&history[..end], &[]));
+        assert_eq!(json(&a.messages()), json(&b.messages()), "the call at message {end}");
+        assert_eq!((a.request_tokens, a.event.is_some()), (b.request_tokens, b.event.is_some()), "at {end}");
+        let after = |middleware: &CompactionMiddleware| {
+            serde_json::to_string(&runtime.block_on(middleware.snapshot())).unwrap()
+        };
+        assert_eq!(after(&original), after(&restored), "the state after the call at message {end}");
+        compactions += usize::from(a.event.is_some());
+        // The provider counts a tenth more than the estimate: the calibration moves.
+        original.observe_usage(a.request_tokens * 11 / 10);
+    }
+    compactions
+}
+
+#[test]
+fn a_middleware_restored_before_any_call_of_a_corpus_session_sends_the_same_request() {
+    let Some(dir) = corpus_dir() else { return };
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
+        .collect();
+    files.sort();
+    let (mut sessions, mut calls, mut compactions) = (0, 0, 0);
+    // Every third session, at a window that makes the long ones compact several times.
+    for file in files.iter().step_by(3) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let conversation: Conversation = contextfold::core::format::parse(&text, None).unwrap().conversation;
+        sessions += 1;
+        calls += call_points(&conversation.messages).len();
+        compactions += restored_at_every_call_sends_the_same(&conversation.messages, 24_000);
+    }
+    println!("{sessions} sessions: restored before each of {calls} calls, {compactions} of which compacted");
+    assert!(compactions > 10, "only {compactions} calls compacted");
+}
+
 #[test]
 fn a_snapshot_of_another_version_or_a_broken_one_is_refused() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -1,0 +1,88 @@
+//! Whole-process timings of the `contextfold` binary: what a person waits for, start-up
+//! (loading an exact tokenizer's vocabulary) included.
+//!
+//! Runs each command many times and prints the fastest and the median wall time; the
+//! fastest is the best estimate of the cost on an idle machine. The session is the
+//! repository's example repeated (tool ids renamed) to a little over 1 MB.
+//!
+//! `cargo bench -p contextfold-cli --bench startup [-- RUNS]`
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The example session repeated until its JSON holds at least `bytes` bytes.
+fn session(bytes: usize) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("examples/session.json")).expect("the example reads");
+    let mut example: Value = serde_json::from_str(&text).expect("the example is JSON");
+    let messages = example["messages"].as_array().cloned().expect("the example has messages");
+    let mut all = Vec::new();
+    for copy in 0.. {
+        for message in &messages {
+            let mut message = message.clone();
+            for block in message["content"].as_array_mut().into_iter().flatten() {
+                for key in ["id", "tool_use_id"] {
+                    if let Some(id) = block.get(key).and_then(Value::as_str).map(|id| format!("{id}_{copy}")) {
+                        block[key] = Value::String(id);
+                    }
+                }
+            }
+            all.push(message);
+        }
+        example["messages"] = Value::Array(all.clone());
+        if example.to_string().len() >= bytes {
+            break;
+        }
+    }
+    example
+}
+
+/// The fastest and the median of `runs` runs of `contextfold args…`.
+fn time(args: &[&str], runs: usize) -> (Duration, Duration) {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let status = Command::new(env!("CARGO_BIN_EXE_contextfold"))
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("the binary runs");
+            assert!(status.success(), "{args:?} failed");
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[0], times[runs / 2])
+}
+
+fn main() {
+    let runs = std::env::args().skip(1).find_map(|arg| arg.parse::<usize>().ok()).unwrap_or(30);
+    let dir: PathBuf = std::env::temp_dir().join(format!("contextfold-startup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let session_path = dir.join("session-1mb.json");
+    let session = session(1_000_000).to_string();
+    std::fs::write(&session_path, &session).expect("the session writes");
+    let word = dir.join("word.txt");
+    std::fs::write(&word, "word\n").expect("the word writes");
+    let (session_arg, word_arg) = (session_path.to_string_lossy(), word.to_string_lossy());
+    println!("{runs} runs each; session {} bytes", session.len());
+    for (name, args) in [
+        ("count --text (one word, o200k)", vec!["count", "--text", &word_arg]),
+        ("count (1 MB session, o200k)", vec!["count", &session_arg]),
+        ("evict (1 MB session, o200k)", vec!["evict", &session_arg, "-o", "/dev/null"]),
+        ("evict (1 MB session, estimate)", vec!["evict", &session_arg, "-o", "/dev/null", "--tokenizer", "estimate"]),
+        ("validate (1 MB session, no counts)", vec!["validate", &session_arg]),
+    ] {
+        let (fastest, median) = time(&args, runs);
+        println!("{name:<38} fastest {:>7.1} ms   median {:>7.1} ms", ms(fastest), ms(median));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,296 @@
+//! The request body, read once: its top-level fields as raw JSON text.
+//!
+//! Every field but the conversation's list (`messages`, or the Responses API's `input`) is
+//! forwarded as the client wrote it, so the body is never parsed into a value and written
+//! back. The raw text of each field is a slice of the body, which tells where the list
+//! starts and ends: a compacted body is the client's bytes with only that span replaced
+//! ([`RequestBody::splice`]).
+
+use contextfold_core::{Message, ModelError};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::fmt;
+
+/// Why a request body cannot be read (the proxy answers 400 and forwards nothing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// Not UTF-8.
+    #[error("the request body is not UTF-8 text (byte {0}); send the request as JSON")]
+    NotUtf8(usize),
+    /// Not JSON.
+    #[error("the request body is not valid JSON (line {line}, column {column}: {message}); send the request as JSON")]
+    NotJson {
+        /// The line of the error, from 1.
+        line: usize,
+        /// The column of the error, from 1.
+        column: usize,
+        /// What the parser found.
+        message: String,
+    },
+    /// Not an object.
+    #[error("the request body must be a JSON object with a `{0}` array")]
+    NotAnObject(&'static str),
+    /// The list (`messages`, `input`) is missing, repeated or not an array.
+    #[error("the request body's `{0}` {1}; send one `{0}` array")]
+    List(&'static str, &'static str),
+}
+
+impl BodyError {
+    fn json(err: &serde_json::Error) -> BodyError {
+        let message = err.to_string();
+        // serde_json appends " at line L column C"; the location has fields of its own.
+        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        BodyError::NotJson { line: err.line(), column: err.column(), message }
+    }
+}
+
+/// A request body that carries a conversation, as the client sent it.
+#[derive(Debug)]
+pub struct RequestBody<'a> {
+    text: &'a str,
+    fields: Vec<(String, &'a RawValue)>,
+    /// The field holding the conversation's list.
+    list: &'static str,
+    messages: Vec<&'a RawValue>,
+}
+
+impl<'a> RequestBody<'a> {
+    /// Reads `bytes`: a JSON object whose `messages` (exactly one) is an array.
+    #[cfg(test)]
+    pub fn parse(bytes: &'a [u8]) -> Result<RequestBody<'a>, BodyError> {
+        RequestBody::parse_list(bytes, "messages")
+    }
+
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array.
+    pub fn parse_list(bytes: &'a [u8], list: &'static str) -> Result<RequestBody<'a>, BodyError> {
+        let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        let trimmed = text.trim_start();
+        if !trimmed.starts_with('{') {
+            // Still report malformed JSON as such.
+            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|err| BodyError::json(&err))?;
+            return Err(BodyError::NotAnObject(list));
+        }
+        let Fields(fields) = serde_json::from_str(text).map_err(|err| BodyError::json(&err))?;
+        let mut found = fields.iter().filter(|(key, _)| key == list);
+        let raw = match (found.next(), found.next()) {
+            (Some((_, raw)), None) => *raw,
+            (None, _) => return Err(BodyError::List(list, "is missing")),
+            (Some(_), Some(_)) => return Err(BodyError::List(list, "appears twice")),
+        };
+        if !raw.get().starts_with('[') {
+            return Err(BodyError::List(list, "must be an array"));
+        }
+        let messages: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|err| BodyError::json(&err))?;
+        Ok(RequestBody { text, fields, list, messages })
+    }
+
+    /// Whether the client asked for a stream (`"stream": true`).
+    pub fn streams(&self) -> bool {
+        self.raw("stream").is_some_and(|raw| raw.trim() == "true")
+    }
+
+    /// The raw text of the top-level field `key`, when present.
+    pub fn raw(&self, key: &str) -> Option<&'a str> {
+        self.fields.iter().find(|(name, _)| name == key).map(|(_, raw)| raw.get())
+    }
+
+    /// The field `key` as a value, when present and valid.
+    pub fn value(&self, key: &str) -> Option<Value> {
+        self.raw(key).and_then(|raw| serde_json::from_str(raw).ok())
+    }
+
+    /// The raw text of each message (each entry of the list), in order.
+    pub fn raw_messages(&self) -> &[&'a RawValue] {
+        &self.messages
+    }
+
+    /// The entries of the list as values.
+    pub fn entries(&self) -> Vec<Value> {
+        // The text was parsed once already; it is valid JSON.
+        self.messages.iter().map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null)).collect()
+    }
+
+    /// The messages, read into the conversation model.
+    pub fn messages(&self) -> Result<Vec<Message>, ModelError> {
+        self.messages
+            .iter()
+            .enumerate()
+            .map(|(index, raw)| {
+                // The text was parsed once already; it is valid JSON.
+                let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                Message::from_value(value, index)
+            })
+            .collect()
+    }
+
+    /// The body with the list replaced by `messages_json` and every other byte kept.
+    pub fn splice(&self, messages_json: &str) -> String {
+        let (start, end) = self.messages_span();
+        let mut out = String::with_capacity(self.text.len() - (end - start) + messages_json.len());
+        out.push_str(&self.text[..start]);
+        out.push_str(messages_json);
+        out.push_str(&self.text[end..]);
+        out
+    }
+
+    /// Where the list lies in the body, in bytes.
+    fn messages_span(&self) -> (usize, usize) {
+        let raw = self.raw(self.list).unwrap_or_default();
+        // `raw` is a slice of `text` (a borrowed raw value), so its offset is the distance
+        // between the two pointers.
+        let start = raw.as_ptr() as usize - self.text.as_ptr() as usize;
+        (start, start + raw.len())
+    }
+}
+
+/// The top-level fields of an object, in order, each as its raw text.
+struct Fields<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
+                let mut fields = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    fields.push((key, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+/// `messages` written as one JSON array: each item's text as given, comma-separated.
+pub fn join_messages<'t>(items: impl IntoIterator<Item = std::borrow::Cow<'t, str>>) -> String {
+    let mut out = String::from("[");
+    for (index, item) in items.into_iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(&item);
+    }
+    out.push(']');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splicing_keeps_every_other_byte() {
+        let body = br#"{ "model" :"m",  "system":[{"type":"text","text":"caf\u00e9"}],
+            "messages" : [ {"role":"user","content":"hi"} ] , "x": 1.50e3 }"#;
+        let parsed = RequestBody::parse(body).unwrap();
+        assert_eq!(parsed.raw_messages().len(), 1);
+        assert_eq!(parsed.raw("system"), Some(r#"[{"type":"text","text":"caf\u00e9"}]"#));
+        let spliced = parsed.splice("[]");
+        assert_eq!(
+            spliced,
+            r#"{ "model" :"m",  "system":[{"type":"text","text":"caf\u00e9"}],
+            "messages" : [] , "x": 1.50e3 }"#
+        );
+    }
+
+    #[test]
+    fn bad_bodies_say_what_is_wrong() {
+        assert!(matches!(RequestBody::parse(b"{\"messages\": [}"), Err(BodyError::NotJson { line: 1, .. })));
+        assert!(matches!(RequestBody::parse(b"[1]"), Err(BodyError::NotAnObject("messages"))));
+        assert!(matches!(RequestBody::parse(b"[1"), Err(BodyError::NotJson { .. })));
+        assert!(matches!(RequestBody::parse(b"\xff{}"), Err(BodyError::NotUtf8(0))));
+        assert_eq!(RequestBody::parse(b"{}").unwrap_err(), BodyError::List("messages", "is missing"));
+        assert_eq!(
+            RequestBody::parse(br#"{"messages":[],"messages":[]}"#).unwrap_err(),
+            BodyError::List("messages", "appears twice")
+        );
+        assert_eq!(
+            RequestBody::parse(br#"{"messages":{}}"#).unwrap_err(),
+            BodyError::List("messages", "must be an array")
+        );
+        let input = RequestBody::parse_list(br#"{"input":[{"type":"message"}],"messages":1}"#, "input").unwrap();
+        assert_eq!(input.splice("[]"), r#"{"input":[],"messages":1}"#);
+        assert_eq!(
+            RequestBody::parse_list(br#"{"input":"hi"}"#, "input").unwrap_err().to_string(),
+            "the request body's `input` must be an array; send one `input` array"
+        );
+        assert!(RequestBody::parse(br#"{"messages":[]} x"#).is_err());
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// JSON values written with arbitrary spacing and escapes.
+        fn value() -> impl Strategy<Value = String> {
+            let leaf = prop_oneof![
+                Just("null".to_string()),
+                any::<bool>().prop_map(|b| b.to_string()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                "[a-z\\u00e9 ]{0,8}".prop_map(|text| serde_json::to_string(&text).unwrap()),
+                Just("\"\\u00e9\\n\\/\"".to_string()),
+                Just("1.50e3".to_string()),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(|items| format!("[ {} ]", items.join(" ,"))),
+                    prop::collection::vec(("[a-z]{1,4}", inner), 0..4).prop_map(|fields| {
+                        let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("\"{k}\" :{v}")).collect();
+                        format!("{{{}}}", fields.join(","))
+                    }),
+                ]
+            })
+        }
+
+        /// A body: some fields, then `messages`, then more fields, spaced at random.
+        fn body() -> impl Strategy<Value = String> {
+            (
+                prop::collection::vec(("[a-l]{1,6}", value()), 0..4),
+                prop::collection::vec(value(), 0..4),
+                prop::collection::vec(("[n-z]{1,6}", value()), 0..4),
+                "[ \n\t]{0,3}",
+            )
+                .prop_map(|(before, messages, after, space)| {
+                    let field = |(key, value): (String, String)| format!("{space}\"{key}\"{space}:{space}{value}");
+                    let mut fields: Vec<String> = before.into_iter().map(field).collect();
+                    fields.push(format!("\"messages\":{space}[{}]", messages.join(",")));
+                    fields.extend(after.into_iter().map(field));
+                    format!("{space}{{{}}}{space}", fields.join(","))
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn splicing_changes_messages_and_nothing_else(body in body()) {
+                let parsed = RequestBody::parse(body.as_bytes()).unwrap();
+                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(raw.get())));
+                let original: Value = serde_json::from_str(&body).unwrap();
+                let respliced: Value = serde_json::from_str(&parsed.splice(&same)).unwrap();
+                prop_assert_eq!(respliced, original.clone());
+                // Splicing other messages changes them and nothing else.
+                let spliced = parsed.splice("[{\"role\":\"user\",\"content\":\"x\"}]");
+                let mut expected = original;
+                expected["messages"] = serde_json::json!([{"role": "user", "content": "x"}]);
+                let spliced_value: Value = serde_json::from_str(&spliced).unwrap();
+                prop_assert_eq!(spliced_value, expected);
+                let (start, end) = parsed.messages_span();
+                prop_assert_eq!(&spliced[..start], &body[..start]);
+                prop_assert_eq!(&spliced[spliced.len() - (body.len() - end)..], &body[end..]);
+            }
+
+            #[test]
+            fn any_bytes_are_read_or_refused_without_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+                let _ = RequestBody::parse(&bytes);
+            }
+        }
+    }
+}

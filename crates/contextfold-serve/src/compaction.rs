@@ -1,0 +1,235 @@
+//! The one place the proxy uses the runtime's [`CompactionMiddleware`]: one per conversation,
+//! configured with that conversation's system prompt, tools and window.
+//!
+//! The middleware decides what to send; this module turns its answer into the list (the
+//! `messages`, or the Responses API's `input`) to splice into the client's body, written by
+//! the client's API's [`Wire`]. When the answer is the client's own history, the
+//! client's bytes go out unchanged. Otherwise the newest messages the compaction left as
+//! they are go out as the client wrote them (with the cache breakpoints the client put on
+//! them now), and the rest, as the middleware keeps them, without breakpoints: a client moves
+//! its breakpoints on every call, and stale ones would pile up past the API's four. What the
+//! middleware keeps changes only at a compaction, so that rest is the same text on every
+//! call until the next one, which keeps the provider's prompt cache warm.
+
+use crate::body::join_messages;
+use crate::window::model_window;
+use contextfold::compactor::{Compactor, Strategy, Target};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold_core::hash::message_fingerprint;
+use contextfold_core::tokens::{count_system, count_tools};
+use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// How conversations are compacted, shared by all of them.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The compactor each conversation's middleware gets a copy of.
+    pub compactor: Compactor,
+    /// The window, or `None` to look it up by model.
+    pub window: Option<u64>,
+    /// Tokens kept free for the answer.
+    pub reserve: u64,
+    /// The share of the usable window to compact to.
+    pub target: f64,
+    /// What a compaction may do.
+    pub strategy: Strategy,
+}
+
+/// How an API's list of messages is written around what the compaction keeps of the client's.
+pub trait Wire: Sync {
+    /// The list to send: `rewritten` (what the compaction made of the older messages) in the
+    /// API's shape, then the client's own text of its messages from `from` on.
+    fn join(&self, rewritten: &[&Message], from: usize) -> String;
+
+    /// What breaks the API's rules in a compacted conversation (checked before it is sent).
+    fn problems(&self, conversation: &Conversation) -> Vec<Problem> {
+        validate(conversation)
+    }
+}
+
+/// The Messages API's `messages`: one entry a message; the rewritten ones lose their cache
+/// breakpoints.
+pub struct MessagesWire<'r> {
+    /// The client's messages as it wrote them.
+    pub raw: &'r [&'r RawValue],
+}
+
+impl Wire for MessagesWire<'_> {
+    fn join(&self, rewritten: &[&Message], from: usize) -> String {
+        let rewritten = rewritten.iter().map(|message| {
+            let mut value = message.to_value();
+            strip_cache_control(&mut value);
+            Cow::Owned(value.to_string())
+        });
+        let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(raw.get()));
+        join_messages(rewritten.chain(verbatim))
+    }
+}
+
+/// One request of a conversation, as the compaction needs it.
+#[derive(Clone, Copy)]
+pub struct Request<'r> {
+    /// The client's messages.
+    pub messages: &'r [Message],
+    /// How the API writes them.
+    pub wire: &'r dyn Wire,
+    /// The system prompt (read when the conversation starts).
+    pub system: Option<&'r System>,
+    /// The tool definitions (read when the conversation starts).
+    pub tools: Option<&'r [Value]>,
+    /// The model, for the window.
+    pub model: Option<&'r str>,
+    /// The `anthropic-beta` header values, for the window.
+    pub betas: &'r str,
+}
+
+/// What to send for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The client's body, unchanged.
+    Unchanged {
+        /// Estimated tokens of the request.
+        tokens: u64,
+        /// Why the middleware did not compact, when it was asked.
+        skipped: Option<String>,
+    },
+    /// `messages` replaced.
+    Rewritten {
+        /// The `messages` array to splice in.
+        messages: String,
+        /// Estimated tokens of the client's request.
+        tokens_before: u64,
+        /// Estimated tokens of what is sent.
+        tokens_after: u64,
+        /// What a compaction run for this request did (`evict`, `summarize`, …); `None`
+        /// when an earlier compaction is being resent.
+        compaction: Option<String>,
+    },
+    /// The compaction's result broke a rule of the API: the client's body is sent instead.
+    Refused {
+        /// The first problem.
+        why: String,
+    },
+}
+
+/// One conversation's state.
+pub struct ConversationState {
+    middleware: CompactionMiddleware,
+    /// The client's history, counted incrementally (for the log's tokens before).
+    client: TokenLedger<'static>,
+    /// Tokens of the system prompt and tools.
+    fixed_tokens: u64,
+    /// Requests prepared, so that a count reported late is not taken for a later request's.
+    calls: u64,
+    /// Whether the last request prepared compacted.
+    compacted: bool,
+}
+
+impl ConversationState {
+    /// The state of a conversation that starts with `request`.
+    fn new(settings: &Settings, request: &Request<'_>) -> ConversationState {
+        let window = settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
+        let mut config = MiddlewareConfig::new(window, settings.reserve);
+        config.system = request.system.cloned();
+        config.tools = request.tools.map(<[Value]>::to_vec);
+        config.compact.target = Target::Window { window, reserve: settings.reserve, fraction: settings.target };
+        config.compact.strategy = settings.strategy;
+        let counter = settings.compactor.counter();
+        let fixed_tokens = request.system.map_or(0, |system| count_system(counter, system))
+            + request.tools.map_or(0, |tools| count_tools(counter, tools));
+        ConversationState {
+            middleware: CompactionMiddleware::new(settings.compactor.clone(), config),
+            client: TokenLedger::shared(settings.compactor.shared_counter()),
+            fixed_tokens,
+            calls: 0,
+            compacted: false,
+        }
+    }
+
+    /// The number of the request last prepared.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Calibrates the estimate with the provider's count of the input tokens of request
+    /// `call`, when it is still the last one prepared and it did not compact (the
+    /// middleware compares the count with the estimate it made before compacting).
+    pub fn observe_usage(&self, call: u64, input_tokens: u64) {
+        if call == self.calls && !self.compacted {
+            self.middleware.observe_usage(input_tokens);
+        }
+    }
+}
+
+/// Decides what to send for `request`, with the conversation's state in `slot` (created
+/// on its first request).
+pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, request: &Request<'_>) -> Outcome {
+    let state = slot.get_or_insert_with(|| ConversationState::new(settings, request));
+    state.calls += 1;
+    let prepared = state.middleware.prepare(request.messages, &[]).await;
+    let compaction = prepared.event.as_ref().map(|event| event.strategy.to_string());
+    state.compacted = compaction.is_some();
+    let sent: Vec<&Message> = prepared.iter().collect();
+    let kept = kept_tail(&sent, request.messages);
+    if kept == sent.len() && kept == request.messages.len() {
+        return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
+    }
+    let conversation = Conversation { messages: prepared.messages(), ..Default::default() };
+    if let Some(problem) = request.wire.problems(&conversation).into_iter().next() {
+        return Outcome::Refused { why: problem.to_string() };
+    }
+    Outcome::Rewritten {
+        messages: request.wire.join(&sent[..sent.len() - kept], request.messages.len() - kept),
+        tokens_before: state.fixed_tokens + state.client.sync(request.messages),
+        tokens_after: prepared.request_tokens,
+        compaction,
+    }
+}
+
+/// How many of the newest messages `sent` and `client` share, by content (cache
+/// breakpoints aside).
+fn kept_tail(sent: &[&Message], client: &[Message]) -> usize {
+    sent.iter()
+        .rev()
+        .zip(client.iter().rev())
+        .take_while(|(sent, client)| message_fingerprint(sent) == message_fingerprint(client))
+        .count()
+}
+
+/// Removes `cache_control` from a message's blocks, and from the blocks of its tool results.
+fn strip_cache_control(message: &mut Value) {
+    fn strip_blocks(blocks: &mut Value) {
+        let Some(blocks) = blocks.as_array_mut() else { return };
+        for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+            block.remove("cache_control");
+            if let Some(inner) = block.get_mut("content") {
+                strip_blocks(inner);
+            }
+        }
+    }
+    if let Some(content) = message.get_mut("content") {
+        strip_blocks(content);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn breakpoints_go_from_every_block() {
+        let mut message = json!({"role": "user", "content": [
+            {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+            {"type": "tool_result", "tool_use_id": "t", "cache_control": {"type": "ephemeral"},
+             "content": [{"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}]}
+        ]});
+        strip_cache_control(&mut message);
+        assert!(!message.to_string().contains("cache_control"), "{message}");
+        let mut plain = json!({"role": "user", "content": "hi"});
+        strip_cache_control(&mut plain);
+        assert_eq!(plain, json!({"role": "user", "content": "hi"}));
+    }
+}

@@ -1,0 +1,205 @@
+//! The proxy's configuration, with the defaults a user would choose, checked before binding.
+
+use contextfold::compactor::{Compactor, Strategy};
+use contextfold::middleware::DEFAULT_TARGET;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the proxy listens by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+/// Where it forwards Anthropic requests by default.
+pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+/// Where it forwards OpenAI requests by default (a base URL that ends in the API version,
+/// as OpenAI clients' do).
+pub const DEFAULT_UPSTREAM_OPENAI: &str = "https://api.openai.com/v1";
+/// The largest request body by default: 32 MiB, the Messages API's own limit.
+pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
+/// Tokens kept free for the answer by default (as `compact`).
+pub const DEFAULT_RESERVE: u64 = 16_000;
+/// Conversations whose state is held at once by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
+/// How long the upstream may take to answer by default (its response headers): ten
+/// minutes, the time a long non-streaming answer may take.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a streaming upstream may stay silent by default.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How the per-request log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One human-readable line per request.
+    #[default]
+    Text,
+    /// One JSON object per request.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<LogFormat, String> {
+        match name {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format `{other}` (expected text or json)")),
+        }
+    }
+}
+
+/// Everything `contextfold serve` is told. [`Default`] is the documented command-line default.
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// Where to listen (default 127.0.0.1:8787). Any address but loopback needs
+    /// `allow_remote` and an `auth_token`.
+    pub listen: SocketAddr,
+    /// The API Anthropic requests go to (default <https://api.anthropic.com>); requests never
+    /// name another host.
+    pub upstream: String,
+    /// The API OpenAI requests go to (default <https://api.openai.com/v1>): a base URL that
+    /// ends in `/v1`, which the clients' paths start with.
+    pub upstream_openai: String,
+    /// Accept a non-loopback `listen` address.
+    pub allow_remote: bool,
+    /// A token every request must carry (`x-contextfold-token: T` or
+    /// `Proxy-Authorization: Bearer T`), compared in constant time. Required off loopback.
+    pub auth_token: Option<String>,
+    /// The model's context window; `None` looks it up by the request's model
+    /// ([`crate::window::model_window`]).
+    pub window: Option<u64>,
+    /// Tokens of the window kept free for the answer.
+    pub reserve: u64,
+    /// The share of the usable window a compaction aims for (default 0.3).
+    pub target: f64,
+    /// What a compaction may do.
+    pub strategy: Strategy,
+    /// The compactor: summarizer, token counter, redaction.
+    pub compactor: Compactor,
+    /// The largest request body accepted, in bytes (larger: 413).
+    pub max_body: usize,
+    /// How long the upstream may take to send its response headers (then 504).
+    pub upstream_timeout: Duration,
+    /// How long a streaming upstream may stay silent before the stream is cut.
+    pub idle_timeout: Duration,
+    /// Conversations whose state is held at once; the least recently used goes first.
+    pub max_sessions: usize,
+    /// The store named on the command line. Conversation state is held in memory only for
+    /// now: the path is checked and reported, not yet written.
+    pub store: Option<PathBuf>,
+    /// How the per-request log lines are written.
+    pub log_format: LogFormat,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("listen", &self.listen)
+            .field("upstream", &self.upstream)
+            .field("upstream_openai", &self.upstream_openai)
+            .field("allow_remote", &self.allow_remote)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "[set]"))
+            .field("window", &self.window)
+            .field("reserve", &self.reserve)
+            .field("target", &self.target)
+            .field("strategy", &self.strategy)
+            .field("compactor", &self.compactor)
+            .field("max_body", &self.max_body)
+            .field("upstream_timeout", &self.upstream_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_sessions", &self.max_sessions)
+            .field("store", &self.store)
+            .field("log_format", &self.log_format)
+            .finish()
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: DEFAULT_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8787))),
+            upstream: DEFAULT_UPSTREAM.to_string(),
+            upstream_openai: DEFAULT_UPSTREAM_OPENAI.to_string(),
+            allow_remote: false,
+            auth_token: None,
+            window: None,
+            reserve: DEFAULT_RESERVE,
+            target: DEFAULT_TARGET,
+            strategy: Strategy::Auto,
+            compactor: Compactor::default(),
+            max_body: DEFAULT_MAX_BODY,
+            upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            store: None,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// A configuration the proxy refuses to start with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A non-loopback address without `--allow-remote`.
+    #[error("refusing to listen on {0}: it is not a loopback address; pass --allow-remote (with an --auth-token) to accept other machines")]
+    RemoteNotAllowed(SocketAddr),
+    /// A non-loopback address without a token.
+    #[error("refusing to listen on {0} without a proxy token; set --auth-token or CONTEXTFOLD_AUTH_TOKEN")]
+    RemoteWithoutToken(SocketAddr),
+    /// An empty token.
+    #[error("the proxy token is empty; give --auth-token (or CONTEXTFOLD_AUTH_TOKEN) a value")]
+    EmptyToken,
+    /// An upstream that is not an http(s) URL of a host.
+    #[error("the upstream `{url}` is not usable: {why}")]
+    Upstream {
+        /// The URL as given (credentials removed).
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A target outside (0, 1].
+    #[error("the target {0} is not a share of the window between 0 and 1")]
+    Target(String),
+    /// No room for conversations.
+    #[error("--max-sessions must be at least 1")]
+    NoSessions,
+    /// A reserve as big as the window.
+    #[error("the reserve ({reserve} tokens) leaves nothing of the window ({window} tokens)")]
+    Reserve {
+        /// The window.
+        window: u64,
+        /// The reserve.
+        reserve: u64,
+    },
+}
+
+impl ServeConfig {
+    /// Checks the settings that cannot work together, before anything is bound.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.auth_token.as_deref() == Some("") {
+            return Err(ConfigError::EmptyToken);
+        }
+        if !self.listen.ip().is_loopback() {
+            if !self.allow_remote {
+                return Err(ConfigError::RemoteNotAllowed(self.listen));
+            }
+            if self.auth_token.is_none() {
+                return Err(ConfigError::RemoteWithoutToken(self.listen));
+            }
+        }
+        if !(self.target > 0.0 && self.target <= 1.0) {
+            return Err(ConfigError::Target(self.target.to_string()));
+        }
+        if self.max_sessions == 0 {
+            return Err(ConfigError::NoSessions);
+        }
+        // Without --window, the smallest window the table gives is the default one.
+        let window = self.window.unwrap_or(crate::window::DEFAULT_WINDOW);
+        if self.reserve >= window {
+            return Err(ConfigError::Reserve { window, reserve: self.reserve });
+        }
+        crate::forward::upstream_url(&self.upstream)?;
+        crate::forward::upstream_url(&self.upstream_openai)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! One log line per request, through `tracing`: what came in, what was done, what the
+//! upstream answered and how long it took. No header, body or query string is ever logged,
+//! so no key or token can be.
+
+use crate::config::LogFormat;
+use std::time::{Duration, Instant};
+
+/// What the proxy did with a request's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Not a request that carries a conversation: forwarded as it came.
+    Forwarded,
+    /// The client's body went out unchanged: nothing to compact yet.
+    Unchanged,
+    /// Compacted for this request.
+    Compacted,
+    /// An earlier compaction resent: only `messages` differs from the client's body.
+    Resent,
+    /// Forwarded as it came, and why (`note`): the client turned compaction off, runs its
+    /// own server-side compaction, or sent something the compaction cannot read.
+    Untouched,
+    /// Answered by the proxy itself (bad body, no token, upstream down).
+    Refused,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::Forwarded => "forwarded",
+            Action::Unchanged => "unchanged",
+            Action::Compacted => "compacted",
+            Action::Resent => "resent",
+            Action::Untouched => "untouched",
+            Action::Refused => "refused",
+        }
+    }
+}
+
+/// The log line of one request, filled in as it goes and written once, when its response
+/// ends (or fails, or the client leaves).
+#[derive(Debug, Clone)]
+pub struct RequestLog {
+    format: LogFormat,
+    started: Instant,
+    /// The method.
+    pub method: String,
+    /// The path, without the query string (it may hold a key).
+    pub path: String,
+    /// The session id.
+    pub session: Option<String>,
+    /// The conversation, shortened.
+    pub conversation: Option<String>,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+    /// Estimated tokens of the client's request.
+    pub tokens_in: Option<u64>,
+    /// Estimated tokens of what was sent.
+    pub tokens_out: Option<u64>,
+    /// What was done.
+    pub action: Action,
+    /// The compaction's strategy, or why nothing was compacted.
+    pub note: Option<String>,
+    /// The status the client got.
+    pub status: u16,
+    first_byte: Option<Duration>,
+    bytes: u64,
+}
+
+impl RequestLog {
+    /// The line of a request that just arrived.
+    pub fn new(format: LogFormat, method: &str, path: &str) -> RequestLog {
+        RequestLog {
+            format,
+            started: Instant::now(),
+            method: method.to_string(),
+            path: path.to_string(),
+            session: None,
+            conversation: None,
+            stream: false,
+            tokens_in: None,
+            tokens_out: None,
+            action: Action::Forwarded,
+            note: None,
+            status: 0,
+            first_byte: None,
+            bytes: 0,
+        }
+    }
+
+    /// Records `len` bytes relayed to the client.
+    pub fn relayed(&mut self, len: usize) {
+        self.first_byte.get_or_insert_with(|| self.started.elapsed());
+        self.bytes += len as u64;
+    }
+
+    /// Writes the line; `end` says how the response ended (`complete`, `cut: …`,
+    /// `client closed`).
+    pub fn emit(&self, end: &str) {
+        let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
+        let total_ms = ms(self.started.elapsed());
+        let first_byte_ms = self.first_byte.map(ms);
+        match self.format {
+            LogFormat::Json => tracing::info!(
+                target: "contextfold_serve",
+                method = %self.method,
+                path = %self.path,
+                session = self.session.as_deref(),
+                conversation = self.conversation.as_deref(),
+                stream = self.stream,
+                tokens_in = self.tokens_in,
+                tokens_out = self.tokens_out,
+                action = self.action.name(),
+                compacted = self.action == Action::Compacted,
+                note = self.note.as_deref(),
+                status = self.status,
+                first_byte_ms,
+                total_ms,
+                bytes = self.bytes,
+                end,
+                "request"
+            ),
+            LogFormat::Text => {
+                tracing::info!(target: "contextfold_serve", "{}", self.text_line(end, total_ms, first_byte_ms))
+            }
+        }
+    }
+
+    fn text_line(&self, end: &str, total_ms: f64, first_byte_ms: Option<f64>) -> String {
+        let mut line = format!("{} {}", self.method, self.path);
+        if let Some(session) = &self.session {
+            line += &format!(" session={session}");
+        }
+        if let Some(conversation) = &self.conversation {
+            line += &format!(" conversation={conversation}");
+        }
+        if self.stream {
+            line += " stream";
+        }
+        match (self.tokens_in, self.tokens_out) {
+            (Some(tokens_in), Some(tokens_out)) => line += &format!(" tokens {tokens_in} → {tokens_out}"),
+            (Some(tokens), None) | (None, Some(tokens)) => line += &format!(" tokens {tokens}"),
+            (None, None) => {}
+        }
+        line += &format!(" {}", self.action.name());
+        if let Some(note) = &self.note {
+            line += &format!(" ({note})");
+        }
+        line += &format!(" status {} in {total_ms} ms", self.status);
+        if let Some(first_byte_ms) = first_byte_ms {
+            line += &format!(" (first byte {first_byte_ms} ms)");
+        }
+        if end != "complete" {
+            line += &format!(", {end}");
+        }
+        line
+    }
+}
+
+/// Sends `tracing` events of level info and above to standard error, one line each: the
+/// per-request lines as text, or as JSON objects with the fields at the top level.
+pub fn init_logging(format: LogFormat) {
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::INFO);
+    // A second call (tests, embedding programs) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(false).try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_line_says_what_happened() {
+        let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
+        log.session = Some("cc-1".into());
+        log.conversation = Some("9f3e12ab".into());
+        log.stream = true;
+        log.tokens_in = Some(152_104);
+        log.tokens_out = Some(48_210);
+        log.action = Action::Compacted;
+        log.note = Some("evict+summarize".into());
+        log.status = 200;
+        let line = log.text_line("complete", 812.0, Some(310.5));
+        assert_eq!(
+            line,
+            "POST /v1/messages session=cc-1 conversation=9f3e12ab stream tokens 152104 → 48210 compacted \
+             (evict+summarize) status 200 in 812 ms (first byte 310.5 ms)"
+        );
+        assert!(log.text_line("client closed", 1.0, None).ends_with("status 200 in 1 ms, client closed"));
+    }
+}

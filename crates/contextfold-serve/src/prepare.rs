@@ -1,0 +1,107 @@
+//! The path every request that carries a conversation takes, whatever its API: the checks
+//! that send it as it came, then its conversation's state, its compaction, and the bytes that
+//! go upstream (the client's, or its body with only the list replaced), each step noted in
+//! the request's log line. An API's module only reads its body into a [`Request`] and an
+//! [`Identity`].
+
+use crate::body::{BodyError, RequestBody};
+use crate::compaction::{self, ConversationState, Outcome, Request};
+use crate::headers::compaction_off;
+use crate::log::{Action, RequestLog};
+use crate::proxy::App;
+use crate::session::Identity;
+use crate::usage::{Dialect, Observer, OnUsage};
+use axum::http::header;
+use axum::http::request::Parts;
+use bytes::Bytes;
+
+/// The body to send, and what to learn from its answer.
+pub type Prepared = (Bytes, Option<Observer>);
+
+/// A body opened for its conversation.
+pub enum Opened<'b> {
+    /// Read, for the API's module to go on.
+    Read(RequestBody<'b>),
+    /// To be sent as it came (compressed, or compaction turned off).
+    Send(Prepared),
+}
+
+/// Reads the client's body for its conversation (`list` is `messages` or `input`); an error
+/// when it is not a JSON object with that list.
+pub fn open<'b>(
+    app: &App,
+    parts: &Parts,
+    bytes: &'b Bytes,
+    log: &mut RequestLog,
+    list: &'static str,
+) -> Result<Opened<'b>, BodyError> {
+    if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
+        return Ok(Opened::Send(untouched(app, log, "the body is compressed", bytes.clone())));
+    }
+    let parsed = RequestBody::parse_list(bytes, list)?;
+    log.stream = parsed.streams();
+    if compaction_off(&parts.headers) {
+        return Ok(Opened::Send(untouched(app, log, "x-contextfold: off", bytes.clone())));
+    }
+    Ok(Opened::Read(parsed))
+}
+
+/// Runs the compaction of `identity`'s conversation for `request` and returns the bytes to
+/// send: `bytes` as they came, or `parsed` with its list replaced.
+pub async fn compact(
+    app: &App,
+    identity: Identity,
+    request: Request<'_>,
+    parsed: &RequestBody<'_>,
+    bytes: Bytes,
+    dialect: Dialect,
+    log: &mut RequestLog,
+) -> Prepared {
+    log.session = Some(identity.session.clone());
+    log.conversation = Some(identity.short_conversation());
+    let slot = app.conversations.slot(identity.conversation);
+    app.stats.set_conversations(app.conversations.len());
+    let (outcome, call) = {
+        let mut state = slot.lock().await;
+        let outcome = compaction::prepare(&mut state, &app.settings, &request).await;
+        (outcome, state.as_ref().map_or(0, ConversationState::calls))
+    };
+    let report: OnUsage = Box::new(move |tokens| {
+        tokio::spawn(async move {
+            if let Some(state) = slot.lock().await.as_ref() {
+                state.observe_usage(call, tokens);
+            }
+        });
+    });
+    let body = match outcome {
+        Outcome::Unchanged { tokens, skipped } => {
+            log.tokens_in = Some(tokens);
+            log.tokens_out = Some(tokens);
+            log.action = Action::Unchanged;
+            log.note = skipped;
+            app.stats.count(Action::Unchanged);
+            bytes
+        }
+        Outcome::Rewritten { messages, tokens_before, tokens_after, compaction } => {
+            log.tokens_in = Some(tokens_before);
+            log.tokens_out = Some(tokens_after);
+            log.action = if compaction.is_some() { Action::Compacted } else { Action::Resent };
+            app.stats.count(log.action);
+            log.note = compaction;
+            Bytes::from(parsed.splice(&messages))
+        }
+        Outcome::Refused { why } => {
+            let note = format!("the compacted request would break a rule: {why}");
+            return untouched(app, log, &note, bytes);
+        }
+    };
+    (body, Some(Observer { dialect, report }))
+}
+
+/// Records that `bytes` go out as they came, and why; nothing is learnt from the answer.
+pub fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Prepared {
+    app.stats.count(Action::Untouched);
+    log.action = Action::Untouched;
+    log.note = Some(why.to_string());
+    (bytes, None)
+}

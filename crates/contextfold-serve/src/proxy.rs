@@ -1,0 +1,190 @@
+//! The request path: check the token, read the body, compact the conversation of a request
+//! that carries one, forward to the request's API's upstream, relay.
+//!
+//! One handler serves every method and path, so the proxy itself never answers 405 (and
+//! `HEAD /`, which clients use to see whether the API is up, goes upstream like the rest).
+//! [`Route`] decides the API and whether there is a conversation to compact:
+//! `POST /v1/messages` and `/v1/messages/count_tokens` here, Chat Completions and the
+//! Responses API in [`crate::openai`]; everything else is forwarded as it came.
+
+use crate::body::RequestBody;
+use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
+use crate::config::LogFormat;
+use crate::conversations::Conversations;
+use crate::error::ProxyError;
+use crate::forward::Upstream;
+use crate::headers::{has_token, upstream_request};
+use crate::log::{Action, RequestLog};
+use crate::prepare::{compact, open, untouched, Opened, Prepared};
+use crate::relay::relay;
+use crate::route::{Api, Route};
+use crate::session::identify;
+use crate::usage::Dialect;
+use crate::Stats;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::response::Response;
+use bytes::Bytes;
+use contextfold_core::{Block, Conversation, Message};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every request shares.
+pub struct App {
+    /// Where Anthropic requests go.
+    pub upstream: Upstream,
+    /// Where OpenAI requests go.
+    pub openai: Upstream,
+    /// How conversations are compacted.
+    pub settings: Settings,
+    /// Each conversation's state.
+    pub conversations: Conversations<ConversationState>,
+    /// The proxy token, when one is required.
+    pub token: Option<String>,
+    /// The largest body accepted.
+    pub max_body: usize,
+    /// How long a stream may stay silent.
+    pub idle_timeout: Duration,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// Counts, for tests and the operator.
+    pub stats: Arc<Stats>,
+}
+
+/// Serves one request.
+pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let route = Route::of(&parts.method, parts.uri.path(), &parts.headers);
+    let api = route.api();
+    let mut log = RequestLog::new(app.log_format, parts.method.as_str(), parts.uri.path());
+    app.stats.count_request();
+    if let Some(token) = &app.token {
+        if !has_token(&parts.headers, token) {
+            return answer(log, ProxyError::unauthorized(), api);
+        }
+    }
+    let bytes = match read_body(body, app.max_body).await {
+        Ok(bytes) => bytes,
+        Err(err) => return answer(log, err, api),
+    };
+    let prepared = match route {
+        Route::Messages => messages_body(&app, &parts, bytes, &mut log).await,
+        Route::ChatCompletions => crate::openai::chat::body(&app, &parts, bytes, &mut log).await,
+        Route::Responses => crate::openai::responses::body(&app, &parts, bytes, &mut log).await,
+        Route::Forward(_) => Ok((bytes, None)),
+    };
+    let (body, observer) = match prepared {
+        Ok(prepared) => prepared,
+        Err(err) => return answer(log, err, api),
+    };
+    let upstream = match api {
+        Api::Anthropic => &app.upstream,
+        Api::OpenAi => &app.openai,
+    };
+    let path_and_query = parts.uri.path_and_query().map_or("/", |path| path.as_str());
+    match upstream.send(parts.method.clone(), path_and_query, upstream_request(&parts.headers), body).await {
+        Ok(response) => relay(response, app.idle_timeout, log, observer),
+        Err(err) => answer(log, err, api),
+    }
+}
+
+/// The proxy's own answer, logged, in `api`'s error shape.
+fn answer(mut log: RequestLog, err: ProxyError, api: Api) -> Response {
+    log.status = err.status.as_u16();
+    if log.action != Action::Untouched {
+        log.action = Action::Refused;
+    }
+    log.note.get_or_insert_with(|| err.message.clone());
+    log.emit("complete");
+    err.response_for(api)
+}
+
+/// The body, up to `limit` bytes (413 past it).
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ProxyError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err(ProxyError::too_large(limit)),
+        Err(_) => Err(ProxyError::bad_request("the request body could not be read; send it again")),
+    }
+}
+
+/// The body to send for a Messages request (the client's bytes, or with its `messages`
+/// compacted), and what to learn from its answer.
+async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
+    let parsed = match open(app, parts, &bytes, log, "messages") {
+        Ok(Opened::Read(parsed)) => parsed,
+        Ok(Opened::Send(prepared)) => return Ok(prepared),
+        Err(err) => return Err(ProxyError::bad_request(err.to_string())),
+    };
+    let messages = match parsed.messages() {
+        Ok(messages) => messages,
+        Err(err) => {
+            let note = format!("the compaction cannot read it: {err}");
+            return Ok(untouched(app, log, &note, bytes));
+        }
+    };
+    let preamble = match read_preamble(&parsed) {
+        Ok(preamble) => preamble,
+        Err(why) => {
+            let note = format!("the compaction cannot read it: {why}");
+            return Ok(untouched(app, log, &note, bytes));
+        }
+    };
+    if let Some(why) = server_side_compaction(&parsed, &messages) {
+        return Ok(untouched(app, log, why, bytes));
+    }
+    let identity = identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), &messages);
+    let betas = parts
+        .headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let model = parsed.value("model");
+    let wire = MessagesWire { raw: parsed.raw_messages() };
+    let request = Request {
+        messages: &messages,
+        wire: &wire,
+        system: preamble.system.as_ref(),
+        tools: preamble.tools.as_deref(),
+        model: model.as_ref().and_then(Value::as_str),
+        betas: &betas,
+    };
+    Ok(compact(app, identity, request, &parsed, bytes.clone(), Dialect::Anthropic, log).await)
+}
+
+/// The system prompt and tools, read into the model.
+fn read_preamble(parsed: &RequestBody<'_>) -> Result<Conversation, String> {
+    let mut preamble = serde_json::Map::new();
+    for key in ["system", "tools"] {
+        if let Some(value) = parsed.value(key) {
+            preamble.insert(key.to_string(), value);
+        }
+    }
+    preamble.insert("messages".to_string(), Value::Array(Vec::new()));
+    Conversation::from_value(Value::Object(preamble)).map_err(|err| err.to_string())
+}
+
+/// Why the client's own server-side compaction means contextfold steps aside, if it does:
+/// a `compaction` block in the history (the server already folded it), or a
+/// `context_management` edit that compacts.
+fn server_side_compaction(parsed: &RequestBody<'_>, messages: &[Message]) -> Option<&'static str> {
+    let has_block = messages.iter().flat_map(|message| &message.content).any(|block| match block {
+        Block::Other(value) => value.get("type").and_then(Value::as_str) == Some("compaction"),
+        _ => false,
+    });
+    if has_block {
+        return Some("the history holds the server's compaction block");
+    }
+    let edits = parsed.value("context_management").and_then(|value| value.get("edits").cloned());
+    let compacts = edits.as_ref().and_then(Value::as_array).is_some_and(|edits| {
+        edits
+            .iter()
+            .any(|edit| edit.get("type").and_then(Value::as_str).is_some_and(|kind| kind.starts_with("compact")))
+    });
+    compacts.then_some("the client asks the server to compact (context_management)")
+}

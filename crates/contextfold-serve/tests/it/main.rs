@@ -1,0 +1,13 @@
+//! The integration tests of `contextfold-serve`, one binary for all of them. Every server
+//! they talk to is a local one: the proxy and a scripted mock upstream, on 127.0.0.1.
+
+mod cache;
+mod common;
+mod corpus;
+mod faults;
+mod identity;
+mod mock;
+mod openai;
+mod security;
+mod sessions;
+mod streaming;
