@@ -7,6 +7,7 @@
 
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
 use super::sizing::{message_counts, smallest_workable, tail_plan, Smallest};
+use super::summarizing::holds_first_request;
 use super::{CompactConfig, CompactError, Compactor, Strategy, Undersized};
 use crate::store::{head_hash, Summary};
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};
@@ -132,7 +133,10 @@ impl<'a> Pass<'a> {
             }
         };
         self.report.notes.extend(plan.notes.iter().cloned());
-        if plan.pinned.is_empty() && self.config.plan.pin_first == PinFirst::Pinned && plan.previous_summary.is_none() {
+        if !holds_first_request(&plan.pinned)
+            && self.config.plan.pin_first == PinFirst::Pinned
+            && plan.previous_summary.is_none()
+        {
             self.report
                 .notes
                 .push("the first request is too big to keep verbatim; it is folded into the summary".into());

@@ -11,11 +11,11 @@ use crate::cache::cache_key;
 use crate::summarize::{Summarizer, SummaryRequest};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::extract::extract;
-use contextfold_core::plan::Plan;
+use contextfold_core::plan::{is_opaque_summary, Plan};
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{split_summary, summary_block, with_recall_note};
 use contextfold_core::tokens::TokenCounter;
-use contextfold_core::Message;
+use contextfold_core::{Block, Message};
 use std::sync::Arc;
 
 /// The smallest summary written when the tail leaves no room under the limit: a request
@@ -42,6 +42,13 @@ pub const MIN_WORKABLE_SUMMARY_TOKENS: u64 = 96;
 pub(super) fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
     let floor = config.limit.map_or(0, |limit| limit / 4).max(MIN_WORKABLE_SUMMARY_TOKENS);
     config.summary_tokens.min((target / 2).max(floor)).max(1)
+}
+
+/// Whether blocks kept before the summary hold the first request: they may hold only a
+/// provider's opaque summaries (a Responses `compaction` item), which are kept whatever is
+/// folded.
+pub(super) fn holds_first_request(pinned: &[Block]) -> bool {
+    pinned.iter().any(|block| !is_opaque_summary(block))
 }
 
 /// Puts `full` back as the summary of `messages`' first message (see
@@ -93,7 +100,7 @@ impl Pass<'_> {
         let request = SummaryRequest {
             previous: Some(split.summary.clone()),
             max_summary_tokens: budget,
-            first_request_pinned: !split.pinned.is_empty(),
+            first_request_pinned: holds_first_request(&split.pinned),
             ..SummaryRequest::default()
         };
         let text = self.compactor.extractive.summarize_now(&request).text;
@@ -131,7 +138,7 @@ impl Pass<'_> {
             previous: previous.map(str::to_string),
             instructions: self.config.instructions.clone(),
             max_summary_tokens: budget,
-            first_request_pinned: !plan.pinned.is_empty(),
+            first_request_pinned: holds_first_request(&plan.pinned),
         };
         let text = match self.compactor.summarizer.clone() {
             None => {

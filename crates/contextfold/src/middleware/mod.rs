@@ -430,12 +430,14 @@ impl CompactionMiddleware {
             }
         };
         let (event, error) = self.compact_working(&mut state, trigger, pending_tokens, history).await;
+        let skipped = (event.is_none() && error.is_none())
+            .then(|| "the compaction found nothing to do: the history is within its target".to_string());
         Prepared {
             history: state.working.clone(),
             pending,
             event,
             request_tokens: self.fixed_tokens + state.ledger.total() + pending_tokens,
-            skipped: None,
+            skipped,
             error: error.or(store_error),
         }
     }
@@ -457,7 +459,8 @@ impl CompactionMiddleware {
     }
 
     /// Compacts the working copy and stores the compaction with the caller's `history`; the
-    /// event of a compaction that ran, and what went wrong.
+    /// event of a compaction that changed something (one that would change nothing leaves
+    /// the working copy as it is and has none), and what went wrong.
     async fn compact_working(
         &self,
         state: &mut State,
@@ -485,6 +488,13 @@ impl CompactionMiddleware {
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
         let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
+            Ok(compacted) if compacted.report.strategy_used.0.is_empty() => {
+                // Nothing to do by the compactor's count (the policy saw the calibrated
+                // one): the working copy stays as it is sent, shortened summary and all, so
+                // the prefix and the provider's cache are kept.
+                state.full_summary = full_summary;
+                return (None, None);
+            }
             Ok(compacted) => self.compactor.persist(history, compacted).await,
             Err(err) => Err(err),
         };

@@ -151,6 +151,24 @@ fn llm_summary_is_checked_and_falls_back_to_extractive() {
     assert!(split_summary(&out.conversation.messages[0]).unwrap().summary.contains("## Objective and user requests"));
 }
 
+/// A provider's `compaction` item in the head is kept before the summary whatever is folded;
+/// it is not the first request, so a folded first request is still the summarizer's to keep.
+#[test]
+fn a_pinned_compaction_item_alone_does_not_count_as_the_pinned_first_request() {
+    let mut conversation = session(3, 4, 30);
+    let compaction = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "E"});
+    conversation.messages[2].content.push(contextfold::core::Block::Other(compaction));
+    let mut config =
+        CompactConfig { target: Target::Budget(1_500), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    config.plan.pin_first = contextfold::core::plan::PinFirst::Folded;
+    let scripted = Scripted::new(vec![Ok("## Objective and user requests\n- Request 0: fix module 0")]);
+    let out = runtime().block_on(Compactor::new(scripted.clone()).compact(&conversation, &config)).unwrap();
+    let split = split_summary(&out.conversation.messages[0]).expect("a summary");
+    assert_eq!(split.pinned.len(), 1, "only the compaction item is kept before the summary");
+    let request = scripted.requests.lock().unwrap()[0].clone();
+    assert!(!request.first_request_pinned, "the first request was folded, so the summary must keep it");
+}
+
 #[test]
 fn heads_too_big_for_one_request_go_in_a_bounded_number_of_chunks() {
     let conversation = session(6, 6, 60);

@@ -124,8 +124,9 @@ fn the_confirmation_hook_is_asked_and_may_decline() {
         async { false }
     });
     let history = session(6, 4, 30).messages;
-    // A window the session fits, so that no overflow forces the compaction.
-    let config = MiddlewareConfig::new(200_000, 8_000);
+    // A window the session fits, so that no overflow forces the compaction, and a target
+    // it does not, so that the compaction has something to do.
+    let config = MiddlewareConfig::builder(200_000, 8_000).target(0.01).build().unwrap();
     let middleware = CompactionMiddleware::new(Compactor::default(), config.clone())
         .with_policy(Arc::new(Threshold::Absolute(1)))
         .with_confirmation(declining);
@@ -138,6 +139,26 @@ fn the_confirmation_hook_is_asked_and_may_decline() {
         .with_policy(Arc::new(Threshold::Absolute(1)))
         .with_confirmation(Confirm::new(|_input| async { true }));
     assert!(runtime.block_on(agreeing.prepare(&history, &[])).event.is_some());
+}
+
+/// A policy that compacts a history already within the target: the compactor has nothing
+/// to do, so nothing changes (no event, no rewritten prefix, the provider's cache kept).
+#[test]
+fn a_compaction_that_would_change_nothing_leaves_the_prefix_as_it_was() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(6, 4, 30).messages;
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(200_000, 8_000))
+        .with_policy(Arc::new(Threshold::Absolute(1)));
+    for end in [history.len() - 4, history.len()] {
+        let prepared = runtime.block_on(middleware.prepare(&history[..end], &[]));
+        assert!(prepared.event.is_none(), "{:?}", prepared.event);
+        assert!(prepared.error.is_none(), "{:?}", prepared.error);
+        assert_eq!(
+            prepared.skipped.as_deref(),
+            Some("the compaction found nothing to do: the history is within its target")
+        );
+        assert_eq!(json(&prepared.messages()), json(&history[..end]), "the history goes out as it is");
+    }
 }
 
 #[test]
