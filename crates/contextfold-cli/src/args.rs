@@ -13,8 +13,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  a conversation parses but breaks a provider rule (validate)
-  2  usage or input error: unreadable file, malformed JSON (with line and column),
-     unknown format, a message with an unknown role, a block missing a required field";
+  2  usage or input error: unreadable file, an input over --max-input-bytes, malformed
+     JSON (with line and column), unknown format, a message with an unknown role, a block
+     missing a required field";
 
 /// Keep long LLM-agent conversations inside their context window.
 #[derive(Debug, Parser)]
@@ -105,14 +106,16 @@ pub const STORE_VARIABLE: &str = "CONTEXTFOLD_STORE_URL";
 const STORE_HELP: &str = "\
 The store is a SQLite file or a PostgreSQL database (--store postgres://user@host/db),
 written by compact --store and evict --store; without --store it is the one
-CONTEXTFOLD_STORE_URL names, else .contextfold/store.db. These commands only read it
-(sessions rm deletes); they never create one. Messages show a URL without its password.
+CONTEXTFOLD_STORE_URL names, else .contextfold/store.db. These commands only read it,
+read-only and never migrating it (sessions rm deletes, sessions upgrade brings an older
+store up to date); they never create one. Messages show a URL without its password.
 
 Exit codes:
   0  success
-  2  usage or input error: no store at the path or in the database, a file that is not a
-     contextfold store, an unknown ref or session, a store locked by another process past
-     the timeout, a PostgreSQL server that cannot be reached or refuses the login";
+  2  usage or input error: no store at the path or in the database, a directory or a file
+     that is not a contextfold store, a damaged store, a store that needs an upgrade, an
+     unknown ref or session, a store locked by another process past the timeout, a
+     PostgreSQL server that cannot be reached or refuses the login";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -134,9 +137,31 @@ steps become a placeholder), codex (at 90%: the user's own messages up to 20k to
 one summary), langchain (at 80%: summarize all but the last 20 messages, cut moved back to
 keep tool pairs), truncate (on overflow, drop the oldest turns down to half the window).
 
-Probes: at each compaction, facts of the messages the request no longer carries unchanged
-(first request, later asks, files changed, unresolved errors, last next step; each
-normalized and cut to 120 characters) must occur in the normalized text of the request.
+Probes: at each compaction, facts of the history messages the request no longer carries
+unchanged must occur in the normalized text of the request (lowercase, whitespace folded,
+double quotes, backticks and asterisks dropped). recall (JSON: probe_recall, recall_by_kind)
+uses probes read from the raw blocks, not by the summarizer's extractor: the first request
+(its first 120 characters); the first 60 characters of every later user-authored text
+(harness and meta text is not the user's: Claude Code's <system-reminder>,
+<task-notification>, <command-name>... sections, \"[Request interrupted by user\",
+mini-swe-agent's \"Please always provide EXACTLY ONE action...\", SWE-agent's and OpenHands'
+fixed replies, contextfold's own \"[contextfold: \" texts); every path a tool call created or
+modified (editor tools, patches, and in shell commands after &&, ;, | or a line end:
+> and >> redirections, tee, sed -i, touch, cp/mv targets, here-documents, Python
+open(..., 'w') and write_text); the first telling line of every failed tool output (error
+flag or a non-zero exit code; for a traceback its exception line; else the first line
+naming an error; 80 characters); and the first 60 characters of the last assistant text.
+extract (JSON: extract_recall, extract_recall_by_kind) uses the facts the extractive summary
+is built from (first request, later asks, files changed, unresolved errors, last next step;
+cut to 120 characters). rereads counts recorded reads of a file whose earlier read the
+request showed only as a pointer or placeholder (JSON: rereads_after_evict, and by agent
+family rereads_after_evict_by_family); nested_summary_steps counts compactions whose request
+holds more than one summary header.
+
+Each strategy is replayed as if it ran alone, with its own summary cache.
+--dump-requests DIR writes DIR/<window>/<strategy>/<file stem>.jsonl: one line per call,
+{\"i\", \"messages\" (in the input's format, as sent), \"compacted\", \"summarizer_calls\",
+\"summarizer_input_tokens\", \"summarizer_output_tokens\"}.
 
 Overflow steps are requests over the window less --reserve; the unavoidable ones are those
 where the newest turn alone (system prompt, tools and the messages after the last safe cut,
@@ -221,6 +246,10 @@ pub struct InputArgs {
     /// Read input as this format instead of detecting it.
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     pub format: Option<Format>,
+    /// Refuse an input (file, gzip once decompressed, or standard input) of more than this
+    /// many bytes; takes 1000000, 500k, 256m or 2g.
+    #[arg(long, value_name = "BYTES", default_value = "256m", value_parser = parse_bytes)]
+    pub max_input_bytes: u64,
 }
 
 fn parse_format(name: &str) -> Result<Format, String> {
@@ -251,6 +280,31 @@ fn parse_tokens(text: &str) -> Result<u64, String> {
         .ok()
         .and_then(|count| count.checked_mul(scale))
         .ok_or_else(|| format!("`{text}` is not a token count (e.g. 16000, 16k, 1m)"))
+}
+
+/// A byte count: digits, optionally with `k`, `m` or `g` (thousand, million, billion), at
+/// least 1.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, scale) = match lower.chars().last() {
+        Some('k') => (&lower[..lower.len() - 1], 1_000),
+        Some('m') => (&lower[..lower.len() - 1], 1_000_000),
+        Some('g') => (&lower[..lower.len() - 1], 1_000_000_000),
+        _ => (lower.as_str(), 1),
+    };
+    match digits.parse::<u64>().ok().and_then(|count| count.checked_mul(scale)) {
+        Some(0) => Err("the input limit must be at least 1 byte".into()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("`{text}` is not a byte count (e.g. 1000000, 500k, 256m, 2g)")),
+    }
+}
+
+fn parse_limit(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the limit must be at least 1 (0 would show nothing)".into()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err(format!("`{text}` is not a number of hits")),
+    }
 }
 
 fn parse_tokenizer(name: &str) -> Result<Tokenizer, String> {
@@ -342,8 +396,8 @@ pub struct SearchArgs {
     /// Search this session only.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// The most hits to show.
-    #[arg(long, value_name = "N", default_value = "20")]
+    /// The most hits to show (at least 1).
+    #[arg(long, value_name = "N", default_value = "20", value_parser = parse_limit)]
     pub limit: usize,
     /// Print one JSON object per hit (JSON Lines).
     #[arg(long)]
@@ -383,6 +437,9 @@ pub enum SessionsAction {
         #[arg(value_name = "ID")]
         id: String,
     },
+    /// Bring a store written by an older contextfold up to this build's schema (the
+    /// reading commands never change a store, so they ask for this).
+    Upgrade,
 }
 
 /// `contextfold stats`.
@@ -453,6 +510,10 @@ pub struct ConvertArgs {
     /// Where to write (default standard output; a `.gz` path is compressed).
     #[arg(short = 'o', long = "output", value_name = "OUT", default_value = "-")]
     pub output: PathBuf,
+    /// Print a report as one JSON object (needs -o FILE): file, from, to, output, lost
+    /// (each kind, count, text) and notes.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -660,6 +721,11 @@ pub struct ReplayArgs {
     /// Also write an SVG chart: request tokens per call of the first file and total cost, per window.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also write every request as sent: DIR/<window>/<strategy>/<file stem>.jsonl, one JSON
+    /// line per call (i, messages, compacted, summarizer_calls, summarizer_input_tokens,
+    /// summarizer_output_tokens).
+    #[arg(long, value_name = "DIR")]
+    pub dump_requests: Option<PathBuf>,
     #[command(flatten)]
     pub counting: CountingArgs,
     #[command(flatten)]
@@ -764,6 +830,17 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(windows, [16_000, 32_000]);
+    }
+
+    #[test]
+    fn byte_counts_take_k_m_and_g() {
+        assert_eq!(parse_bytes("1000"), Ok(1_000));
+        assert_eq!(parse_bytes("500k"), Ok(500_000));
+        assert_eq!(parse_bytes("256M"), Ok(256_000_000));
+        assert_eq!(parse_bytes("2g"), Ok(2_000_000_000));
+        for bad in ["", "0", "0k", "m", "1.5m", "-1", "5 mb", "99999999999999999999g"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

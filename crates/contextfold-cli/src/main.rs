@@ -1,13 +1,15 @@
 //! The `contextfold` command-line tool: parses arguments and calls the library.
 //!
 //! Exit codes: 0 success; 1 a conversation that parses but breaks a provider rule
-//! (`validate`); 2 a usage or input error (unreadable file, malformed JSON, unknown format,
-//! a message with an unknown role, a block missing a required field).
+//! (`validate`); 2 a usage or input error (unreadable file, an input over the size limit,
+//! malformed JSON, unknown format, a message with an unknown role, a block missing a
+//! required field).
 
 mod args;
 mod cmd;
 mod output;
 mod plot;
+mod progress;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -20,10 +22,27 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("contextfold: {err:#}");
+            eprintln!("contextfold: {}", one_sentence(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes as one line, each said once: a cause whose text its parent
+/// already holds (an error that prints its source) is left out.
+fn one_sentence(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// A reader that closed our stdout early (`contextfold stats … | head`) is not an error.

@@ -1,5 +1,9 @@
 //! `contextfold replay --plot FILE.svg`: request tokens per call and total cost per strategy.
 //!
+//! The legend has a column of its own beside the chart, so it never covers the window
+//! lines; each strategy has its own color and dash pattern, so two strategies with the same
+//! curve both stay visible.
+//!
 //! plotters is built without a font backend (no `ttf`, no `ab_glyph`): its SVG backend writes
 //! text as `<text>` elements for the viewer to render, and layout uses plotters' built-in width
 //! estimate, so no font file is read, bundled or looked up at run time.
@@ -47,6 +51,17 @@ fn color(index: usize) -> RGBColor {
     COLORS[index % COLORS.len()]
 }
 
+/// (dash, gap) in pixels of strategy `index`'s line; (0, 0) is solid. Patterns of different
+/// lengths let identical curves show both colors in turn.
+const DASHES: [(u32, u32); 5] = [(0, 0), (12, 6), (5, 5), (18, 4), (3, 7)];
+
+fn dash(index: usize) -> (u32, u32) {
+    DASHES[index % DASHES.len()]
+}
+
+/// The share of a row's line-chart area that the legend column takes.
+const LEGEND_SHARE: u32 = 18;
+
 /// Writes the figure to `path`: one row per window, request tokens per call of the first
 /// file (`file`) on the left, total cost per strategy over all files on the right.
 pub fn write(path: &Path, file: &str, reserve: u64, windows: &[WindowPlot]) -> anyhow::Result<()> {
@@ -56,9 +71,12 @@ pub fn write(path: &Path, file: &str, reserve: u64, windows: &[WindowPlot]) -> a
         let root = SVGBackend::with_string(&mut svg, (WIDTH, ROW_HEIGHT.saturating_mul(rows))).into_drawing_area();
         root.fill(&WHITE).map_err(draw_error)?;
         let areas = root.split_evenly((windows.len().max(1), 1));
+        let name = Path::new(file).file_name().map_or(file.to_string(), |name| name.to_string_lossy().into_owned());
         for (area, plot) in areas.iter().zip(windows) {
             let (left, right) = area.split_horizontally(WIDTH * 62 / 100);
-            line_chart(&left, file, reserve, plot)?;
+            let (chart, legend) = left.split_horizontally(WIDTH * 62 / 100 * (100 - LEGEND_SHARE) / 100);
+            line_chart(&chart, &name, reserve, plot)?;
+            legend_column(&legend, plot)?;
             cost_chart(&right, plot)?;
         }
         root.present().map_err(draw_error)?;
@@ -108,11 +126,7 @@ fn line_chart<DB: DrawingBackend>(
         (usable, format!("window \u{2212} reserve {}", thousands(usable)), BLACK.stroke_width(2), 9),
     ] {
         let y = tokens as f64;
-        chart
-            .draw_series(DashedLineSeries::new([(1.0, y), (x_max, y)], dash, 5, style))
-            .map_err(draw_error)?
-            .label(text.clone())
-            .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 18, y)], dash.min(5), 3, style));
+        chart.draw_series(DashedLineSeries::new([(1.0, y), (x_max, y)], dash, 5, style)).map_err(draw_error)?;
         // On the left, where the requests are still small, above the line.
         let anchor = label.clone().pos(Pos::new(HPos::Left, VPos::Bottom));
         chart.draw_series([Text::new(text, (1.0 + x_max * 0.01, y), anchor)]).map_err(draw_error)?;
@@ -126,30 +140,46 @@ fn line_chart<DB: DrawingBackend>(
             .enumerate()
             .map(|(call, tokens)| ((call + 1) as f64, *tokens as f64))
             .collect();
-        chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
-            .map_err(draw_error)?
-            .label(result.strategy.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+        match dash(index) {
+            (0, _) => {
+                chart
+                    .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))
+                    .map_err(draw_error)?;
+            }
+            (size, gap) => {
+                chart
+                    .draw_series(DashedLineSeries::new(points.iter().copied(), size, gap, color.stroke_width(2)))
+                    .map_err(draw_error)?;
+            }
+        }
         // Compactions: a small ring on the line at each call that compacted.
         let marks = result.compaction_steps.iter().filter_map(|step| points.get(*step).copied());
         chart
             .draw_series(marks.map(|point| Circle::new(point, 4, ShapeStyle::from(color).stroke_width(2))))
             .map_err(draw_error)?;
     }
-    chart
-        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
-        .map_err(draw_error)?
-        .label("compaction")
-        .legend(|(x, y)| Circle::new((x + 9, y), 4, BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(draw_error)?;
+    Ok(())
+}
+
+/// The legend beside the line chart: a sample of each strategy's line, then the compaction
+/// mark.
+fn legend_column<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &WindowPlot) -> anyhow::Result<()> {
+    let label = (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let row = |index: usize| 60 + 20 * index as i32;
+    for (index, result) in plot.series.iter().enumerate() {
+        let (y, color) = (row(index), color(index));
+        let sample = [(8, y), (38, y)];
+        match dash(index) {
+            (0, _) => area.draw(&PathElement::new(sample, color.stroke_width(3))).map_err(draw_error)?,
+            (size, gap) => area
+                .draw(&DashedPathElement::new(sample, size.min(8), gap.min(4), color.stroke_width(3)))
+                .map_err(draw_error)?,
+        }
+        area.draw(&Text::new(result.strategy.clone(), (46, y), label.clone())).map_err(draw_error)?;
+    }
+    let y = row(plot.series.len());
+    area.draw(&Circle::new((23, y), 4, BLACK.stroke_width(2))).map_err(draw_error)?;
+    area.draw(&Text::new("compaction", (46, y), label.clone())).map_err(draw_error)?;
     Ok(())
 }
 
@@ -171,7 +201,7 @@ fn cost_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &WindowPl
         .disable_y_mesh()
         .x_desc("US dollars")
         .x_labels(6)
-        .x_label_formatter(&|x| format!("{x:.3}"))
+        .x_label_formatter(&|x| format!("${x:.2}"))
         .y_labels(count)
         .y_label_formatter(&|value| match value {
             SegmentValue::CenterOf(row) => (count - 1)
@@ -198,7 +228,7 @@ fn cost_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &WindowPl
         let ratio =
             if result.cost_vs_none.is_finite() { format!("{:.2}\u{d7}", result.cost_vs_none) } else { "-".to_string() };
         let text = Text::new(
-            format!(" {ratio}  ${:.4}", result.cost_usd),
+            format!(" {ratio}  ${:.2}", result.cost_usd),
             (result.cost_usd, SegmentValue::CenterOf(row)),
             label.clone(),
         );

@@ -10,6 +10,10 @@
 //!   call of the assistant message before it. This is what makes a single user turn with
 //!   hundreds of tool calls compactable.
 //!
+//! A tail never starts with a mid-conversation system message: one between the answering
+//! user message and the next assistant message goes with the head, where
+//! [`crate::plan::Plan::assemble`] keeps it verbatim right before that assistant message.
+//!
 //! Only Anthropic's thinking binds a loop. OpenAI reasoning items (thinking blocks read from
 //! the Responses format) do not: the Responses API takes a loop cut between two steps, and
 //! each reasoning item stays with the call it precedes, in one message.
@@ -98,7 +102,10 @@ pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
         let kind = match message.role {
             Role::User if !has_results(message) && message.is_authored() => BoundaryKind::TurnStart,
             Role::Assistant if index >= 2 => {
-                let (call, answer) = (&messages[index - 2], &messages[index - 1]);
+                // A system message between the answer and this message does not count.
+                let answer_at = index - 1 - usize::from(messages[index - 1].role == Role::System);
+                let Some(call_at) = answer_at.checked_sub(1) else { continue };
+                let (call, answer) = (&messages[call_at], &messages[answer_at]);
                 let cycle = call.role == Role::Assistant
                     && answer.role == Role::User
                     && call.has_tool_use()
@@ -117,6 +124,42 @@ pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
         cuts.push(Boundary { index, kind });
     }
     cuts
+}
+
+/// For every prefix `messages[..n]`, the index of its last safe cut (what
+/// `boundaries(&messages[..n]).last()` gives), in one pass: `out[n]`, `out.len() ==
+/// messages.len() + 1`. Replay asks this for every call of a session.
+pub fn last_cuts(messages: &[Message]) -> Vec<Option<usize>> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    out.push(None);
+    let mut last = None;
+    // The first thinking-led assistant message of the current loop, once seen.
+    let mut first_thinking: Option<usize> = None;
+    for (index, message) in messages.iter().enumerate() {
+        let turn_start = message.role == Role::User && !has_results(message) && message.is_authored();
+        if turn_start {
+            first_thinking = None;
+        } else if message.role == Role::Assistant && has_thinking(message) && first_thinking.is_none() {
+            first_thinking = Some(index);
+        }
+        if index >= 1 {
+            if turn_start {
+                last = Some(index);
+            } else if message.role == Role::Assistant && index >= 2 {
+                let (call, answer) = (&messages[index - 2], &messages[index - 1]);
+                let cycle = call.role == Role::Assistant
+                    && answer.role == Role::User
+                    && call.has_tool_use()
+                    && has_results(answer)
+                    && answers_all(call, answer);
+                if cycle && first_thinking.is_none_or(|first| index <= first) {
+                    last = Some(index);
+                }
+            }
+        }
+        out.push(last);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -191,6 +234,22 @@ mod tests {
         // The earlier turn's cycle (3) is fine; inside the current loop, no cut after
         // message 5, which carries the loop's thinking.
         assert_eq!(cuts(conversation), [(3, "tool_cycle"), (4, "turn_start")]);
+    }
+
+    #[test]
+    fn a_system_message_between_cycles_goes_with_the_head() {
+        assert_eq!(
+            cuts(json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [call("a")]},
+                {"role": "user", "content": [result("a")]},
+                {"role": "system", "content": "plan mode"},
+                {"role": "assistant", "content": [call("b")]},
+                {"role": "user", "content": [result("b")]},
+                {"role": "system", "content": "done soon"}
+            ])),
+            [(4, "tool_cycle")]
+        );
     }
 
     #[test]

@@ -147,6 +147,7 @@ mod tests {
                 kind: ActionKind::FileEdit,
                 what: "x".into(),
                 message: 1,
+                deleted: false,
             }],
             errors: vec![
                 ErrorSeen {

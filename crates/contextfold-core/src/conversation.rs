@@ -50,14 +50,20 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// The harness giving instructions partway through the conversation (a mid-conversation
+    /// system message): text only, between a user message and the assistant's answer, and
+    /// in force from there on. The system prompt before every message is
+    /// [`Conversation::system`], not a message.
+    System,
 }
 
 impl Role {
-    /// The wire name: `user` or `assistant`.
+    /// The wire name: `user`, `assistant` or `system`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::System => "system",
         }
     }
 }
@@ -305,7 +311,8 @@ impl ModelError {
     }
 }
 
-fn describe(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, with its article ("a string"), for error messages.
+pub(crate) fn describe(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -433,10 +440,11 @@ impl Message {
             Some(Value::String(role)) => match role.as_str() {
                 "user" => Role::User,
                 "assistant" => Role::Assistant,
+                "system" => Role::System,
                 other => {
                     return Err(ModelError::at(
                         location,
-                        format!("unknown role `{other}` (expected `user` or `assistant`)"),
+                        format!("unknown role `{other}` (expected `user`, `assistant` or `system`)"),
                     ))
                 }
             },
@@ -689,6 +697,19 @@ mod tests {
     }
 
     #[test]
+    fn mid_conversation_system_messages_are_read_and_written_back() {
+        round_trip(json!({"system": "base", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "system", "content": "from now on, be terse", "cache_control": {"type": "ephemeral"}},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"},
+            {"role": "system", "content": [{"type": "text", "text": "mode: plan"}]}
+        ]}));
+        let conversation = Conversation::from_value(json!([{"role": "system", "content": "x"}])).unwrap();
+        assert_eq!(conversation.messages[0].role, Role::System);
+    }
+
+    #[test]
     fn bare_array_and_string_content() {
         let value = json!([{"role": "user", "content": "hi"}]);
         let conversation = Conversation::from_value(value).unwrap();
@@ -704,8 +725,8 @@ mod tests {
         ]}))
         .unwrap_err();
         assert_eq!(err.to_string(), "message 1, block 1: tool_use block is missing the required field `id`");
-        let err = Conversation::from_value(json!([{"role": "system", "content": "a"}])).unwrap_err();
-        assert_eq!(err.to_string(), "message 0: unknown role `system` (expected `user` or `assistant`)");
+        let err = Conversation::from_value(json!([{"role": "critic", "content": "a"}])).unwrap_err();
+        assert_eq!(err.to_string(), "message 0: unknown role `critic` (expected `user`, `assistant` or `system`)");
         let err = Conversation::from_value(json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text"}]}]}])).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -170,6 +170,9 @@ pub struct EvictReport {
     pub items: Vec<Offload>,
     /// Why nothing was evicted, when candidates existed but a threshold was not met.
     pub skipped: Option<String>,
+    /// Hot paths, pinned automatically: files read again after an earlier read was evicted,
+    /// whose latest read is kept past the working set.
+    pub pinned: Vec<String>,
 }
 
 /// A tool result with what is known about it.
@@ -229,7 +232,8 @@ fn evict_counted(
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools))
         + counts.iter().map(|blocks| MESSAGE_OVERHEAD + blocks.iter().sum::<u64>()).sum::<u64>();
     let mut report = EvictReport { tokens_before, tokens_after: tokens_before, ..EvictReport::default() };
-    let order = choose(conversation, config, &counts);
+    let (order, pinned) = choose(conversation, config, &counts);
+    report.pinned = pinned;
     let mut planned: Vec<Offload> = Vec::new();
     let mut total = tokens_before;
     let mut freed_total = 0;
@@ -292,8 +296,8 @@ struct Choice {
     action: Action,
 }
 
-/// The order in which to evict, relevance first, then oldest.
-fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]) -> Vec<Choice> {
+/// The order in which to evict, relevance first, then oldest; and the hot paths pinned.
+fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]) -> (Vec<Choice>, Vec<String>) {
     let messages = &conversation.messages;
     let calls: HashMap<&str, &ToolUse> = messages
         .iter()
@@ -303,16 +307,28 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
             _ => None,
         })
         .collect();
-    let last = messages.len().saturating_sub(1);
+    // The newest results are what the model reads next: in the last message, or the last
+    // one before a trailing mid-conversation system message.
+    let last = messages.iter().rposition(|message| message.role != Role::System).unwrap_or(0);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut actions: Vec<(usize, Action)> = Vec::new();
+    // Where a file's read was already evicted: a later read of it makes the path hot.
+    let mut evicted_reads: Vec<(usize, String)> = Vec::new();
     for (index, message) in messages.iter().enumerate() {
         for (position, block) in message.content.iter().enumerate() {
             match block {
                 Block::ToolUse(tool_use) => {
                     actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input)))
                 }
-                Block::ToolResult(result) if index != last && !is_evicted(result) => {
+                Block::ToolResult(result) if is_evicted(result) => {
+                    let action = calls
+                        .get(result.tool_use_id.as_str())
+                        .map(|tool| classify(config.preset, &tool.name, &tool.input));
+                    if let Some(Action { kind: ActionKind::FileRead, target: Some(path), .. }) = action {
+                        evicted_reads.push((index, path));
+                    }
+                }
+                Block::ToolResult(result) if index != last => {
                     let Some(tool) = calls.get(result.tool_use_id.as_str()).copied() else { continue };
                     if config.exclude_tools.contains(&tool.name) {
                         continue;
@@ -350,14 +366,35 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
     let candidates: Vec<Candidate> =
         candidates.into_iter().filter(|candidate| candidate.tokens >= config.min_payload_tokens).collect();
 
-    // Pinned paths keep their latest read.
+    // Hot paths: read again after an earlier read of theirs was evicted. Their latest read is
+    // kept past the working set (age), so the model does not have to read them a third time.
+    let mut hot: Vec<String> = Vec::new();
+    for (at, path) in &evicted_reads {
+        let read_again = candidates.iter().any(|candidate| {
+            candidate.message > *at
+                && candidate.action.kind == ActionKind::FileRead
+                && candidate.action.target.as_deref() == Some(path.as_str())
+        });
+        if read_again && !hot.contains(path) {
+            hot.push(path.clone());
+        }
+    }
+    // Pinned paths keep their latest read; hot ones keep it from age-based eviction.
     let mut protected: HashSet<(usize, usize)> = HashSet::new();
+    let mut hot_reads: HashSet<(usize, usize)> = HashSet::new();
+    let latest_read = |path: &str| {
+        candidates.iter().rev().find(|candidate| {
+            candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path)
+        })
+    };
     for path in &config.pinned_paths {
-        let path = crate::tools::normalize_path(path);
-        if let Some(latest) = candidates.iter().rev().find(|candidate| {
-            candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path.as_str())
-        }) {
+        if let Some(latest) = latest_read(&crate::tools::normalize_path(path)) {
             protected.insert((latest.message, latest.block));
+        }
+    }
+    for path in &hot {
+        if let Some(latest) = latest_read(path) {
+            hot_reads.insert((latest.message, latest.block));
         }
     }
 
@@ -412,7 +449,7 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
     }
     for candidate in &candidates {
         let key = (candidate.message, candidate.block);
-        if !chosen.contains(&key) && !working.contains(&key) && !protected.contains(&key) {
+        if !chosen.contains(&key) && !working.contains(&key) && !protected.contains(&key) && !hot_reads.contains(&key) {
             order.push(candidate.choice(Reason::Age));
         }
     }
@@ -436,7 +473,7 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
             }
         }
     }
-    order
+    (order, hot)
 }
 
 fn input_is_cleared(input: &Value) -> bool {
@@ -474,22 +511,35 @@ fn restore_hint(kind: ActionKind, recall_tool: bool) -> &'static str {
     }
 }
 
+/// What a pointer says about the payload it stands for.
+#[derive(Debug, Clone, Copy)]
+pub struct Pointed<'a> {
+    /// The tool that produced it.
+    pub tool: &'a str,
+    /// What the call did, on what.
+    pub action: &'a Action,
+    /// Lines of the payload.
+    pub lines: usize,
+    /// Tokens of the payload.
+    pub tokens: u64,
+    /// Why it went.
+    pub reason: Reason,
+    /// For a failed call, the telling line of its error: a pointer keeps what went wrong.
+    pub failure: Option<&'a str>,
+}
+
 /// The pointer text for a payload; `recall_tool` as in [`EvictConfig::recall_tool`].
-pub fn pointer(
-    tool: &str,
-    action: &Action,
-    lines: usize,
-    tokens: u64,
-    reason: Reason,
-    reference: &str,
-    recall_tool: bool,
-) -> String {
+pub fn pointer(pointed: &Pointed, reference: &str, recall_tool: bool) -> String {
+    let action = pointed.action;
     let target = action.target.as_deref().map(|target| format!(" {}", clip(target, 80))).unwrap_or_default();
     let range = action.range.as_deref().map(|range| format!(" [{range}]")).unwrap_or_default();
+    let failure = pointed.failure.map(|line| format!("; failed: {}", clip(line, 160))).unwrap_or_default();
     format!(
-        "{POINTER_PREFIX}{tool}{target}{range} ({lines} lines, {} tokens; {}) — {}; ref {reference}]",
-        short_tokens(tokens),
-        reason.phrase(),
+        "{POINTER_PREFIX}{}{target}{range} ({} lines, {} tokens; {}{failure}) — {}; ref {reference}]",
+        pointed.tool,
+        pointed.lines,
+        short_tokens(pointed.tokens),
+        pointed.reason.phrase(),
         restore_hint(action.kind, recall_tool)
     )
 }
@@ -512,7 +562,17 @@ fn offload(
             };
             let reference = payload_ref(&payload);
             let lines = result.text().lines().count();
-            let text = pointer(&choice.tool, &choice.action, lines, tokens, choice.reason, &reference, recall_tool);
+            let failed = matches!(crate::extract::outcome(result), crate::extract::Outcome::Failed(_));
+            let failure = failed.then(|| crate::extract::error_line(&result.text()));
+            let pointed = Pointed {
+                tool: &choice.tool,
+                action: &choice.action,
+                lines,
+                tokens,
+                reason: choice.reason,
+                failure: failure.as_deref(),
+            };
+            let text = pointer(&pointed, &reference, recall_tool);
             let mut replaced = result.clone();
             replaced.content = Some(ToolResultContent::Text(text));
             (payload, Block::ToolResult(replaced))
@@ -694,6 +754,55 @@ mod tests {
         let before = count_conversation(&Chars4, &conversation);
         let config = EvictConfig { target_tokens: Some(before - 10), keep_recent: Some(0), ..EvictConfig::default() };
         assert_eq!(check(&mut conversation, &config).len(), 1, "stops once the target is met");
+    }
+
+    #[test]
+    fn a_file_read_again_after_its_read_was_evicted_is_pinned() {
+        let mut steps: Vec<(&str, Value, String)> = vec![("Read", read("hot.rs"), big("h1"))];
+        steps.extend((0..4).map(|i| ("Bash", json!({"command": format!("step {i}")}), big(&format!("a{i}")))));
+        let config = EvictConfig { keep_recent: Some(2), ..EvictConfig::default() };
+        let mut first = session(&steps);
+        let report = evict(&mut first, &config, &Chars4);
+        assert!(report.items.iter().any(|item| item.target.as_deref() == Some("hot.rs")), "the first read goes by age");
+        assert!(report.pinned.is_empty());
+        // The model reads the file again, then works on; the new read must not go by age.
+        let mut later = first.messages[..first.messages.len() - 1].to_vec();
+        let mut more: Vec<(&str, Value, String)> = vec![("Read", read("hot.rs"), big("h2"))];
+        more.extend((4..8).map(|i| ("Bash", json!({"command": format!("step {i}")}), big(&format!("b{i}")))));
+        let tail = session(&more);
+        later.extend(tail.messages[1..].iter().cloned().map(|mut message| {
+            for block in &mut message.content {
+                match block {
+                    Block::ToolUse(call) => call.id.push('b'),
+                    Block::ToolResult(result) => result.tool_use_id.push('b'),
+                    _ => {}
+                }
+            }
+            message
+        }));
+        let mut conversation = Conversation { messages: later, ..Conversation::default() };
+        assert!(validate(&conversation).is_empty());
+        let blocks_before: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
+        let report = evict(&mut conversation, &config, &Chars4);
+        assert_eq!(report.pinned, ["hot.rs"]);
+        let second_read = conversation.messages.len() - 10;
+        assert!(report.items.iter().all(|item| item.message != second_read), "{:?}", report.items);
+        assert!(report.items.iter().any(|item| item.reason == Reason::Age), "others still go by age");
+        let blocks_after: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
+        assert_eq!(blocks_before, blocks_after);
+    }
+
+    #[test]
+    fn a_failed_output_s_pointer_keeps_its_error() {
+        let mut failing = big("log");
+        failing.push_str("E   AssertionError: 0.30 != 0.15\nExit code 1");
+        let output = format!("Exit code 1\n{failing}");
+        let mut conversation =
+            session(&[("Bash", json!({"command": "pytest -q"}), output), ("Bash", json!({"command": "ls"}), big("l"))]);
+        evict(&mut conversation, &EvictConfig { keep_recent: Some(0), ..EvictConfig::default() }, &Chars4);
+        let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
+        let text = result.text();
+        assert!(text.contains("; failed: E   AssertionError: 0.30 != 0.15) — re-run the command"), "{text}");
     }
 
     #[test]

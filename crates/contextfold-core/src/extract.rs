@@ -7,7 +7,9 @@
 //! and from plain text patterns, so the same messages always give the same facts.
 
 use crate::conversation::{Block, Message, Role, ToolResult, ToolUse};
-use crate::tools::{classify, Action, ActionKind, Preset};
+use crate::harness::authored_text;
+use crate::summary::SUMMARY_PREFIX;
+use crate::tools::{classify, shell_changes, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -29,7 +31,13 @@ pub struct Facts {
     pub decisions: Vec<String>,
     /// The last stated plan or next step.
     pub next_step: Option<String>,
+    /// The last assistant text, whitespace folded and cut to [`LAST_TEXT_CHARS`]: where
+    /// agents say what they found or are about to do.
+    pub last_assistant_text: Option<String>,
 }
+
+/// How much of the last assistant text [`Facts::last_assistant_text`] keeps.
+pub const LAST_TEXT_CHARS: usize = 300;
 
 /// A user's own words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -64,6 +72,8 @@ pub struct FileChange {
     pub what: String,
     /// Index of the message with the call.
     pub message: usize,
+    /// Whether the call deleted the file.
+    pub deleted: bool,
 }
 
 /// How a command ended.
@@ -114,38 +124,71 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
         for block in &message.content {
             match block {
                 Block::Text(text) if message.role == Role::User => {
-                    let text = text.text.trim();
-                    if !text.is_empty() {
-                        facts.user_asks.push(Ask { message: index, text: text.to_string() });
+                    // A summary is folded by the plan, never asked again; harness text is
+                    // not the user's.
+                    let before_summary = text.text.split(SUMMARY_PREFIX).next().unwrap_or("");
+                    if let Some(ask) = authored_text(before_summary) {
+                        if !facts.user_asks.iter().any(|seen| seen.text == ask) {
+                            facts.user_asks.push(Ask { message: index, text: ask });
+                        }
                     }
                 }
+                // A mid-conversation system message stays where it is, verbatim: it is
+                // neither a decision nor what the assistant said last.
+                Block::Text(_) if message.role == Role::System => {}
                 Block::Text(text) => {
                     facts.decisions.extend(decisions(&text.text));
                     if let Some(step) = next_step(&text.text) {
                         facts.next_step = Some(step);
                     }
+                    let folded = text.text.split_whitespace().collect::<Vec<_>>().join(" ");
+                    if !folded.is_empty() {
+                        facts.last_assistant_text = Some(clip_chars(&folded, LAST_TEXT_CHARS));
+                    }
                 }
                 Block::ToolUse(tool_use) => {
                     let action = classify(preset, &tool_use.name, &tool_use.input);
+                    let shell = shell_command(tool_use);
                     match (action.kind, &action.target) {
                         (ActionKind::FileRead, Some(path)) => facts.files_read.push(FileRead {
                             path: path.clone(),
                             tool: tool_use.name.clone(),
                             message: index,
                         }),
-                        (kind, Some(path)) if kind.changes_file() => facts.files_changed.push(FileChange {
-                            path: path.clone(),
-                            tool: tool_use.name.clone(),
-                            kind,
-                            what: what_changed(tool_use, kind),
-                            message: index,
-                        }),
+                        (kind, Some(path)) if kind.changes_file() && shell.is_none() => {
+                            facts.files_changed.push(FileChange {
+                                path: path.clone(),
+                                tool: tool_use.name.clone(),
+                                kind,
+                                what: what_changed(tool_use, kind),
+                                message: index,
+                                deleted: false,
+                            })
+                        }
                         (ActionKind::Shell, _) => facts.commands.push(CommandRun {
                             command: first_line(&command_text(tool_use), 200),
                             outcome: Outcome::Unknown,
                             message: index,
                         }),
                         _ => {}
+                    }
+                    // A shell command may change many files, in any of its steps.
+                    for change in shell.as_deref().map(shell_changes).unwrap_or_default() {
+                        let verb = if change.deleted {
+                            "deleted"
+                        } else if change.kind == ActionKind::FileEdit {
+                            "edited"
+                        } else {
+                            "written"
+                        };
+                        facts.files_changed.push(FileChange {
+                            path: change.path,
+                            tool: tool_use.name.clone(),
+                            kind: change.kind,
+                            what: format!("{verb} by `{}`", change.step),
+                            message: index,
+                            deleted: change.deleted,
+                        });
                     }
                     calls.insert(&tool_use.id, (tool_use, action, facts.commands.len()));
                 }
@@ -203,7 +246,7 @@ pub fn extract(messages: &[Message], preset: Preset) -> Facts {
 /// What identifies "the same step" when deciding whether a later success fixed an error:
 /// the target, except that shell commands match by the program they run (any test runner
 /// counts as the same), so `pytest tests/a.py` is fixed by a later passing `python -m pytest`.
-fn error_key(action: &Action) -> Option<String> {
+pub fn error_key(action: &Action) -> Option<String> {
     if action.kind != ActionKind::Shell {
         return action.target.clone();
     }
@@ -217,6 +260,19 @@ fn error_key(action: &Action) -> Option<String> {
         return Some("tests".to_string());
     }
     words.first().map(|program| program.to_string())
+}
+
+/// The command line of a shell tool call; `None` for other tools (editors take a
+/// `command` argument too).
+fn shell_command(tool_use: &ToolUse) -> Option<String> {
+    let name = tool_use.name.to_ascii_lowercase();
+    if name.contains("edit") || name.contains("patch") {
+        return None;
+    }
+    match tool_use.input.get("command").or_else(|| tool_use.input.get("cmd")) {
+        Some(Value::String(_) | Value::Array(_)) => Some(command_text(tool_use)),
+        _ => None,
+    }
 }
 
 fn command_text(tool_use: &ToolUse) -> String {
@@ -245,15 +301,19 @@ fn what_changed(tool_use: &ToolUse, kind: ActionKind) -> String {
     let input = &tool_use.input;
     let text = |key: &str| input.get(key).and_then(Value::as_str);
     if let (Some(old), Some(new)) = (text("old_string").or(text("old_str")), text("new_string").or(text("new_str"))) {
-        // Show the first line that differs, not a shared first line.
-        let (old_lines, new_lines): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
-        let same = old_lines.iter().zip(&new_lines).take_while(|(a, b)| a == b).count();
-        let old_line = old_lines.get(same).copied().unwrap_or("");
-        let new_line = new_lines.get(same).copied().unwrap_or("");
-        return match (old_line.trim().is_empty(), new_line.trim().is_empty()) {
-            (true, false) => format!("added `{}`", first_line(new_line, 80)),
-            (false, true) => format!("removed `{}`", first_line(old_line, 80)),
-            _ => format!("replaced `{}` with `{}`", first_line(old_line, 60), first_line(new_line, 60)),
+        // Show the first non-blank line that differs, not a shared or a blank one.
+        let (old_lines, new_lines): (Vec<&str>, Vec<&str>) = (
+            old.lines().filter(|line| !line.trim().is_empty()).collect(),
+            new.lines().filter(|line| !line.trim().is_empty()).collect(),
+        );
+        let same = old_lines.iter().zip(&new_lines).take_while(|(a, b)| a.trim() == b.trim()).count();
+        return match (old_lines.get(same), new_lines.get(same)) {
+            (None, Some(new_line)) => format!("added `{}`", first_line(new_line, 80)),
+            (Some(old_line), None) => format!("removed `{}`", first_line(old_line, 80)),
+            (Some(old_line), Some(new_line)) => {
+                format!("replaced `{}` with `{}`", first_line(old_line, 60), first_line(new_line, 60))
+            }
+            (None, None) => "changed white space".to_string(),
         };
     }
     if let Some(edits) = input.get("edits").and_then(Value::as_array) {
@@ -292,17 +352,43 @@ fn exit_code(text: &str) -> Option<i64> {
         .or_else(|| text.strip_prefix("Exit code").and_then(|_| number_after("Exit code")))
 }
 
-/// The most telling line of an error output: the last line naming an error or failure,
-/// else the first non-empty line.
+/// The most telling line of an error output: for a Python traceback its exception line,
+/// else the first line naming an error or failure, else the first line of output (lines an
+/// agent wraps output in, such as `<returncode>1</returncode>` or `Exit code 1`, skipped).
 pub fn error_line(text: &str) -> String {
-    // Strongest cues first: an error's name beats a count of failures.
-    const CUES: [&[&str]; 3] =
-        [&["Error", "Exception", "panicked", "fatal:"], &["FAILED", "error:", "error["], &["failed", "No such file"]];
-    let lines: Vec<&str> =
-        text.lines().map(str::trim).filter(|line| !line.is_empty() && !line.starts_with('<')).collect();
-    let telling =
-        CUES.iter().find_map(|cues| lines.iter().rev().find(|line| cues.iter().any(|cue| line.contains(cue))).copied());
-    match telling {
+    const CUES: [&str; 12] = [
+        "error",
+        "Error",
+        "ERROR",
+        "FAILED",
+        "failed",
+        "fatal",
+        "panicked",
+        "Exception",
+        "No such file",
+        "not found",
+        "denied",
+        "cannot",
+    ];
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            let wrapper = line.starts_with('<')
+                || line.starts_with("[Command finished")
+                || (line.starts_with("Exit code") && line.len() <= 16);
+            !line.is_empty() && !wrapper
+        })
+        .collect();
+    // A traceback's exception line is the first line after it that is not indented.
+    let exception = text
+        .lines()
+        .skip_while(|line| !line.trim_start().starts_with("Traceback (most recent call last)"))
+        .skip(1)
+        .find(|line| !line.trim().is_empty() && !line.starts_with(char::is_whitespace))
+        .map(str::trim);
+    let telling = exception.or_else(|| lines.iter().find(|line| CUES.iter().any(|cue| line.contains(cue))).copied());
+    match telling.or(lines.first().copied()) {
         Some(line) => clip_chars(line, 200),
         None => first_line(text, 200),
     }
@@ -326,28 +412,73 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     pieces.into_iter().map(str::trim).filter(|sentence| sentence.len() > 3)
 }
 
+/// `text` without its fenced code blocks.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if !in_code {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Whether a sentence asks or guesses rather than states, or is code.
+fn is_question_or_code(sentence: &str) -> bool {
+    const HEDGES: [&str; 8] = ["maybe", "perhaps", "i wonder", "what if", "why ", "could it", "is it ", "might be"];
+    const CODE: [&str; 9] = ["#", "//", ">>>", "$ ", "def ", "import ", "from ", "class ", "return "];
+    let lower = sentence.trim().to_lowercase();
+    lower.ends_with('?')
+        || HEDGES.iter().any(|hedge| lower.starts_with(hedge))
+        || CODE.iter().any(|code| lower.starts_with(code))
+        || lower.contains(" = ")
+        || lower.contains("==")
+}
+
 fn decisions(text: &str) -> Vec<String> {
     const CUES: [&str; 8] =
         ["decided", "instead of", "root cause", "the fix is", "the problem is", "the issue is", "because", "turns out"];
-    sentences(text)
+    sentences(&prose(text))
         .filter(|sentence| {
             let lower = sentence.to_lowercase();
-            CUES.iter().any(|cue| lower.contains(cue))
+            CUES.iter().any(|cue| lower.contains(cue)) && !is_question_or_code(sentence)
         })
-        .map(|sentence| clip_chars(sentence, 240))
+        .map(|sentence| clip_chars(strip_list_marker(sentence), 240))
         .collect()
+}
+
+/// `text` without a leading list marker (`- `, `* `, `1. `), so it never becomes a doubled
+/// bullet.
+pub fn strip_list_marker(text: &str) -> &str {
+    let trimmed = text.trim_start();
+    for marker in ["- ", "* ", "+ ", "• "] {
+        if let Some(rest) = trimmed.strip_prefix(marker) {
+            return rest.trim_start();
+        }
+    }
+    let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
+    match trimmed[digits..].strip_prefix(". ").or_else(|| trimmed[digits..].strip_prefix(") ")) {
+        Some(rest) if digits > 0 && digits < 3 => rest.trim_start(),
+        _ => trimmed,
+    }
 }
 
 /// The last sentence of `text` that states a plan or next step.
 fn next_step(text: &str) -> Option<String> {
     const CUES: [&str; 8] = ["next", "now ", "let me", "i'll", "i will", "then ", "plan", "todo"];
-    sentences(text)
+    sentences(&prose(text))
         .filter(|sentence| {
             let lower = sentence.to_lowercase();
-            CUES.iter().any(|cue| lower.contains(cue))
+            CUES.iter().any(|cue| lower.contains(cue)) && !is_question_or_code(sentence)
         })
         .last()
-        .map(|sentence| clip_chars(sentence, 300))
+        .map(|sentence| clip_chars(strip_list_marker(sentence), 300))
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! nesting summaries of summaries. Trimming drops the oldest bullets first, but never the
 //! user's first request.
 
-use crate::extract::{clip_chars, Facts, Outcome};
+use crate::extract::{clip_chars, strip_list_marker, Facts, Outcome};
+use crate::harness::harness_family;
+use crate::summary::SUMMARY_PREFIX;
 use crate::tokens::TokenCounter;
 use std::collections::HashSet;
 
@@ -30,6 +32,19 @@ const SHARES: [f64; 7] = [0.30, 0.05, 0.15, 0.05, 0.30, 0.07, 0.08];
 
 /// The index of the errors section in [`SECTIONS`].
 const ERRORS: usize = 4;
+
+/// The index of the current work section in [`SECTIONS`].
+const CURRENT: usize = 6;
+
+/// How long a fixed error's bullet gets before any error is dropped.
+const FIXED_ERROR_CHARS: usize = 120;
+
+/// How the count of fixed errors left out for room ends; a count is made afresh at each
+/// fit, never merged.
+const NOT_SHOWN: &str = "fixed later, not shown";
+
+/// How the next step is marked after the opening of the last assistant text.
+const NEXT: &str = "Next: ";
 
 /// How an error bullet ends: fixed by a later step, or not.
 const FIXED: &str = "fixed later";
@@ -96,20 +111,41 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
     }
     sections[0] = asks;
     sections[1] = facts.files_read.iter().map(|read| read.path.clone()).collect();
-    let mut changed: Vec<(String, Vec<String>)> = Vec::new();
+    // Per file: its distinct changes with how often each was made, and whether the latest
+    // deleted it.
+    let mut changed: Vec<ChangedFile> = Vec::new();
     for change in &facts.files_changed {
-        match changed.iter_mut().find(|(path, _)| *path == change.path) {
-            Some((_, whats)) => whats.push(change.what.clone()),
-            None => changed.push((change.path.clone(), vec![change.what.clone()])),
+        let at = match changed.iter().position(|(path, _, _)| *path == change.path) {
+            Some(at) => at,
+            None => {
+                changed.push((change.path.clone(), Vec::new(), false));
+                changed.len() - 1
+            }
+        };
+        let (_, whats, deleted) = &mut changed[at];
+        *deleted = change.deleted;
+        match whats.iter().position(|(what, _)| *what == change.what) {
+            Some(seen) => {
+                let (what, count) = whats.remove(seen);
+                whats.push((what, count + 1));
+            }
+            None => whats.push((change.what.clone(), 1)),
         }
     }
     sections[2] = changed
         .into_iter()
-        .map(|(path, whats)| {
-            let shown: Vec<&String> = whats.iter().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
+        .map(|(path, whats, deleted)| {
+            let shown: Vec<String> = whats
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(|(what, count)| if *count > 1 { format!("{what} ({count} times)") } else { what.clone() })
+                .collect();
             let more = whats.len().saturating_sub(3);
             let prefix = if more > 0 { format!("{more} earlier change(s); ") } else { String::new() };
-            format!("{path}: {prefix}{}", shown.iter().map(|what| what.as_str()).collect::<Vec<_>>().join("; "))
+            let status = if deleted { " (deleted)" } else { "" };
+            format!("{path}{status}: {prefix}{}", shown.join("; "))
         })
         .collect();
     let mut commands: Vec<String> = Vec::new();
@@ -126,27 +162,52 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
         }
     }
     sections[3] = commands;
-    // One bullet per distinct error (its latest status); fixed ones first, so trimming,
-    // which drops from the front, drops them before the unresolved ones.
-    let mut errors: Vec<(bool, String)> = Vec::new();
+    // One bullet per distinct failure: its telling line first (shortening keeps it), then the
+    // command or target of its latest occurrence, then its latest status; unresolved first.
+    let mut errors: Vec<(bool, String, String)> = Vec::new();
     for error in &facts.errors {
-        let target = error.target.as_deref().map(|target| format!(" {}", clip_chars(target, 40))).unwrap_or_default();
-        let line = format!("{}{target}: {}", error.tool, error.first_line);
-        errors.retain(|(_, seen)| *seen != line);
-        errors.push((error.fixed, line));
+        let target = error.target.as_deref().map(|target| format!(" {}", clip_chars(target, 60))).unwrap_or_default();
+        errors.retain(|(_, _, line)| *line != error.first_line);
+        errors.push((error.fixed, format!("{}{target}", error.tool), error.first_line.clone()));
     }
-    errors.sort_by_key(|(fixed, _)| !fixed);
     sections[ERRORS] = errors
         .into_iter()
-        .map(|(fixed, line)| format!("{line} — {}", if fixed { FIXED } else { UNRESOLVED }))
+        .map(|(fixed, source, line)| format!("{line} ← `{source}` — {}", if fixed { FIXED } else { UNRESOLVED }))
         .collect();
+    sort_errors(&mut sections[ERRORS]);
     sections[5] = facts.decisions.clone();
-    sections[6] = facts.next_step.iter().cloned().collect();
+    // What the assistant last said, from its opening words, then its stated next step.
+    if let Some(text) = &facts.last_assistant_text {
+        sections[CURRENT].push(text.clone());
+    }
+    if let Some(step) = &facts.next_step {
+        let folded = step.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !sections[CURRENT].iter().any(|bullet| bullet.contains(&folded)) {
+            sections[CURRENT].push(format!("{NEXT}{step}"));
+        }
+    }
     for bullets in &mut sections {
         let mut seen = HashSet::new();
-        bullets.retain(|bullet| seen.insert(bullet.clone()));
+        bullets.retain(|bullet| !bullet.trim().is_empty() && seen.insert(bullet.clone()));
     }
     sections
+}
+
+/// A file in the changed section: its path, its distinct changes with how often each was
+/// made, and whether the latest deleted it.
+type ChangedFile = (String, Vec<(String, usize)>, bool);
+
+/// Unresolved errors before fixed ones, each group in its order.
+fn sort_errors(bullets: &mut [String]) {
+    bullets.sort_by_key(|bullet| bullet.ends_with(FIXED));
+}
+
+/// Whether a bullet of an earlier summary is a copy of a summary or of harness text (what
+/// older summaries could quote as a request), or a count of errors left out: such bullets
+/// are dropped when merging.
+fn is_stale_copy(bullet: &str) -> bool {
+    let unquoted = bullet.trim_start_matches(FIRST_REQUEST).trim_matches('"');
+    bullet.contains(SUMMARY_PREFIX) || harness_family(unquoted).is_some() || bullet.ends_with(NOT_SHOWN)
 }
 
 /// Parses a handoff back into its sections' bullets; `None` when `text` is not a handoff.
@@ -172,7 +233,8 @@ pub fn parse_sections(text: &str) -> Option<Vec<Vec<String>>> {
 }
 
 fn merge(sections: &mut [Vec<String>], old: Vec<Vec<String>>) {
-    for (index, old_bullets) in old.into_iter().enumerate() {
+    for (index, mut old_bullets) in old.into_iter().enumerate() {
+        old_bullets.retain(|bullet| !is_stale_copy(bullet));
         let new = std::mem::take(&mut sections[index]);
         let merged: Vec<String> = match index {
             // Requests: new ones (newest first) before old ones; the first request stays the
@@ -193,13 +255,44 @@ fn merge(sections: &mut [Vec<String>], old: Vec<Vec<String>>) {
                 asks.extend(first);
                 asks
             }
-            // The latest next step replaces the old one.
-            6 if !new.is_empty() => new,
+            // The latest current work replaces the old one.
+            CURRENT if !new.is_empty() => new,
+            // One bullet per file: a file changed again adds its new changes to its old ones.
+            2 => merge_files(old_bullets, new),
             _ => old_bullets.into_iter().chain(new).collect(),
         };
         let mut seen = HashSet::new();
         sections[index] = merged.into_iter().filter(|bullet| seen.insert(bullet.clone())).collect();
+        if index == ERRORS {
+            sort_errors(&mut sections[index]);
+        }
     }
+}
+
+/// The changed files of an earlier summary and of the new span, one bullet per file.
+fn merge_files(old: Vec<String>, new: Vec<String>) -> Vec<String> {
+    let path_of = |bullet: &str| bullet.split(": ").next().unwrap_or("").trim_end_matches(" (deleted)").to_string();
+    let mut merged = old;
+    for bullet in new {
+        let path = path_of(&bullet);
+        match merged.iter().position(|old| path_of(old) == path) {
+            Some(at) => {
+                let old = merged.remove(at);
+                let old_whats = old.split_once(": ").map_or("", |(_, whats)| whats);
+                let (head, whats) = bullet.split_once(": ").unwrap_or((bullet.as_str(), ""));
+                // Each change once, at its latest place; the last few.
+                let mut all: Vec<&str> = Vec::new();
+                for what in old_whats.split("; ").chain(whats.split("; ")).filter(|what| !what.is_empty()) {
+                    all.retain(|seen| *seen != what);
+                    all.push(what);
+                }
+                let shown = &all[all.len().saturating_sub(4)..];
+                merged.push(format!("{head}: {}", shown.join("; ")));
+            }
+            None => merged.push(bullet),
+        }
+    }
+    merged
 }
 
 fn render(sections: &[Vec<String>], earlier: Option<&str>) -> String {
@@ -213,7 +306,12 @@ fn render(sections: &[Vec<String>], earlier: Option<&str>) -> String {
         }
         out.push_str(&format!("## {}\n", SECTIONS[index]));
         for bullet in bullets {
-            out.push_str(&format!("- {bullet}\n"));
+            // A bullet that opens like a list item is quoted, never doubled, and kept verbatim.
+            if strip_list_marker(bullet).len() != bullet.trim_start().len() {
+                out.push_str(&format!("- \"{bullet}\"\n"));
+            } else {
+                out.push_str(&format!("- {bullet}\n"));
+            }
         }
         out.push('\n');
     }
@@ -241,8 +339,16 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         *allowed += extra;
         spare -= extra;
     }
+    let mut dropped_fixed = 0;
     for (index, bullets) in sections.iter_mut().enumerate() {
         let mut total = natural[index];
+        if index == ERRORS && total > allowance[index] {
+            // Fixed errors are shortened before anything else is.
+            for bullet in bullets.iter_mut().filter(|bullet| bullet.ends_with(FIXED)) {
+                *bullet = shorten(bullet, FIXED_ERROR_CHARS);
+            }
+            total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
+        }
         if total > allowance[index] {
             for bullet in bullets.iter_mut() {
                 let keep = if bullet.starts_with(FIRST_REQUEST) { FIRST_REQUEST_CHARS } else { SHORT_BULLET_CHARS };
@@ -266,14 +372,24 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
                     false => last,
                 }
             } else if index == ERRORS {
-                // Errors a later step fixed go before any that are still open.
+                // Errors a later step fixed go before any that are still open, and are
+                // counted, not dropped silently.
                 bullets.iter().position(|bullet| bullet.ends_with(FIXED)).unwrap_or(0)
+            } else if index == CURRENT {
+                // The opening of the last assistant text goes last.
+                bullets.len() - 1
             } else {
                 0
             };
             let size = counter.count_text(&bullets[removable]) + 2;
-            bullets.remove(removable);
+            let removed = bullets.remove(removable);
             total = total.saturating_sub(size);
+            if index == ERRORS && removed.ends_with(FIXED) {
+                dropped_fixed += 1;
+            }
+        }
+        if index == ERRORS && dropped_fixed > 0 {
+            bullets.push(format!("{dropped_fixed} earlier error(s) {NOT_SHOWN}"));
         }
     }
     let text = render(sections, earlier);
@@ -359,9 +475,9 @@ mod tests {
 ## Files read\n- billing/invoice.py\n\n\
 ## Files changed\n- billing/invoice.py: replaced `round(t, 2)` with `t.quantize(CENT)`\n\n\
 ## Commands and outcomes\n- `pytest -q` → failed\n\n\
-## Errors and their fixes\n- Bash pytest -q: E   AssertionError: 0.30 != 0.15 — unresolved\n\n\
+## Errors and their fixes\n- E   AssertionError: 0.30 != 0.15 ← `Bash pytest -q` — unresolved\n\n\
 ## Decisions\n- The root cause is banker's rounding.\n\n\
-## Current work and next step\n- Next I will run the tests."
+## Current work and next step\n- The root cause is banker's rounding. Next I will run the tests."
         );
     }
 
@@ -396,8 +512,12 @@ mod tests {
         // Open errors outlive fixed ones, and keep their status after shortening.
         let open = sections[ERRORS].iter().filter(|error| error.ends_with(UNRESOLVED)).count();
         let fixed = sections[ERRORS].iter().filter(|error| error.ends_with(FIXED)).count();
-        assert_eq!(open + fixed, sections[ERRORS].len());
+        let counted = sections[ERRORS].iter().filter(|error| error.ends_with("fixed later, not shown")).count();
+        assert_eq!(open + fixed + counted, sections[ERRORS].len());
         assert!(open == 6 || fixed == 0, "{open} open, {fixed} fixed:\n{text}");
+        // Unresolved errors come first; fixed ones dropped for room are counted.
+        assert!(sections[ERRORS].iter().take(open).all(|error| error.ends_with(UNRESOLVED)), "{text}");
+        assert!(fixed + counted > 0 || open == sections[ERRORS].len());
     }
 
     #[test]
@@ -410,7 +530,7 @@ mod tests {
         let sections = parse_sections(&merged).unwrap();
         assert_eq!(sections[0][0], "\"Now update the changelog.\"");
         assert!(sections[0].last().unwrap().starts_with("First request: \"Fix the rounding bug"));
-        assert_eq!(sections[6], ["Then open a PR."]);
+        assert_eq!(sections[6], ["Next: Then open a PR."]);
         assert_eq!(sections[2].len(), 1, "old facts are kept");
         // Merging the same facts again changes nothing: no growth without new content.
         assert_eq!(handoff(&Facts::default(), Some(&merged), FirstRequest::InFacts, 10_000, &Chars4), merged);

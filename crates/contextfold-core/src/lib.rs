@@ -30,6 +30,7 @@ pub mod evict;
 pub mod extract;
 pub mod format;
 pub mod handoff;
+pub mod harness;
 pub mod hash;
 pub mod plan;
 pub mod preflight;

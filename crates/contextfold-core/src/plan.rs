@@ -7,10 +7,12 @@
 //! request may be pinned, and a previous summary at the start is folded into the new one. A
 //! provider's own summary of earlier turns (a `compaction` block, see [`is_opaque_summary`])
 //! is opaque, so it is never folded: a head holding one keeps it, pinned before our summary.
+//! Mid-conversation system messages of the head are kept verbatim ([`Plan::assemble`]),
+//! so they count with the pinned request, not with what is folded.
 
 use crate::boundary::{boundaries, Boundary};
 use crate::conversation::{Block, Conversation, Message, Role};
-use crate::summary::split_summary;
+use crate::summary::{assemble_keeping, split_summary};
 use crate::tokens::{count_block, count_message, Thousands, TokenCounter};
 use serde::Serialize;
 use serde_json::Value;
@@ -71,9 +73,9 @@ pub struct Plan {
     /// The messages to fold (without the pinned request and the previous summary).
     #[serde(skip)]
     pub head: Vec<Message>,
-    /// Tokens of the head (including a previous summary).
+    /// Tokens of the head (including a previous summary, not its system messages).
     pub head_tokens: u64,
-    /// Tokens of the pinned blocks.
+    /// Tokens kept verbatim before the tail: the pinned blocks and the head's system messages.
     pub pinned_tokens: u64,
     /// Tokens of the tail.
     pub tail_tokens: u64,
@@ -88,6 +90,20 @@ impl Plan {
     /// The kept tail of `conversation`.
     pub fn tail<'a>(&self, conversation: &'a Conversation) -> &'a [Message] {
         conversation.messages.get(self.cut.index..).unwrap_or(&[])
+    }
+
+    /// The head's mid-conversation system messages, which are kept rather than folded.
+    pub fn kept_system<'a>(&self, conversation: &'a Conversation) -> impl Iterator<Item = &'a Message> {
+        let head = conversation.messages.get(..self.cut.index).unwrap_or(&[]);
+        head.iter().filter(|message| message.role == Role::System)
+    }
+
+    /// The compacted `conversation` (the one this plan was made for): the pinned request and
+    /// `summary`, the head's system messages verbatim, then the tail
+    /// ([`crate::summary::assemble_keeping`]).
+    pub fn assemble(&self, conversation: &Conversation, summary: Option<&str>) -> Conversation {
+        let kept: Vec<Message> = self.kept_system(conversation).cloned().collect();
+        assemble_keeping(conversation, summary, &self.pinned, &kept, self.tail(conversation))
     }
 }
 
@@ -245,7 +261,8 @@ pub fn plan_with_counts(
     };
 
     let mut head: Vec<Message> = Vec::with_capacity(chosen.index);
-    let mut head_tokens = total_tokens - suffix[chosen.index];
+    let kept_tokens: u64 = (1..chosen.index).filter(|&index| messages[index].role == Role::System).map(count).sum();
+    let mut head_tokens = total_tokens - suffix[chosen.index] - kept_tokens;
     if first_in_head {
         if previous_summary.is_some() {
             // The old summary message: its rest is folded as a user message of its own.
@@ -278,7 +295,7 @@ pub fn plan_with_counts(
         previous_summary,
         head,
         head_tokens,
-        pinned_tokens,
+        pinned_tokens: pinned_tokens + kept_tokens,
         tail_tokens: suffix[chosen.index],
         total_tokens,
         notes,

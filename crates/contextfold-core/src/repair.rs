@@ -4,9 +4,14 @@
 //! person or a tool wrote is dropped: an orphan tool_result becomes a text block carrying its
 //! text, a misplaced block becomes text, and a lost tool result is stood in for by an error
 //! result that says it was lost. The only content added is such explicit markers.
+//!
+//! A mid-conversation system message is never moved: adjacent ones merge into one, and one
+//! where the API allows none (first, after an assistant message, before a user message, or
+//! holding more than text) becomes a user message with the same blocks, which then merges
+//! with its neighbours like any user message.
 
 use crate::conversation::{Block, ContentShape, Conversation, Extra, Message, Role, ToolResult, ToolResultContent};
-use crate::validate::Rule;
+use crate::validate::{is_misplaced, system_misplacement, Rule};
 use std::collections::HashSet;
 use std::fmt;
 
@@ -36,14 +41,20 @@ impl fmt::Display for Fix {
 /// Repairs `conversation` in place and returns the fixes applied, in order.
 ///
 /// Afterwards [`crate::validate()`] accepts the conversation, unless it has no messages at
-/// all (there is nothing to repair from).
+/// all (there is nothing to repair from) or a tool call's `input` is not an object (only
+/// its author knows what it should have been).
 pub fn repair(conversation: &mut Conversation) -> Vec<Fix> {
     let mut fixes = Vec::new();
     let messages = &mut conversation.messages;
     remove_empty_text(messages, &mut fixes);
+    demote_non_text_system(messages, &mut fixes);
     rewrite_misplaced(messages, &mut fixes);
     remove_empty_messages(messages, &mut fixes);
     merge_same_role(messages, &mut fixes);
+    // A demoted system message may leave two user messages side by side.
+    if demote_misplaced_system(messages, &mut fixes) {
+        merge_same_role(messages, &mut fixes);
+    }
     start_with_user(messages, &mut fixes);
     rename_duplicate_ids(messages, &mut fixes);
     pair_results(messages, &mut fixes);
@@ -97,13 +108,59 @@ fn to_text_blocks(block: Block) -> Vec<Block> {
     }
 }
 
+/// A system message holding more than text becomes a user message: its images or tool
+/// blocks are then kept (or turned into text) as a user message's would be.
+fn demote_non_text_system(messages: &mut [Message], fixes: &mut Vec<Fix>) {
+    for (index, message) in messages.iter_mut().enumerate() {
+        if message.role != Role::System {
+            continue;
+        }
+        if let Some(block) = message.content.iter().find(|block| !matches!(block, Block::Text(_))) {
+            let why = format!(
+                "turned a system message holding a {} block into a user message (system messages hold text only)",
+                block.kind()
+            );
+            message.role = Role::User;
+            fix(fixes, Rule::SystemPlacement, index, why);
+        }
+    }
+}
+
+/// A system message where the API allows none becomes a user message (see
+/// [`crate::validate::Rule::SystemPlacement`]). Says whether it changed any.
+fn demote_misplaced_system(messages: &mut [Message], fixes: &mut Vec<Fix>) -> bool {
+    let mut changed = false;
+    for index in 0..messages.len() {
+        if messages[index].role != Role::System {
+            continue;
+        }
+        if system_misplacement(messages, index).is_some() {
+            messages[index].role = Role::User;
+            changed = true;
+            fix(
+                fixes,
+                Rule::SystemPlacement,
+                index,
+                "turned a system message where the API allows none into a user message".into(),
+            );
+        }
+    }
+    changed
+}
+
+/// Appends `message`'s blocks and missing fields to `into`.
+fn absorb(into: &mut Message, message: Message) {
+    into.content.extend(message.content);
+    into.shape = ContentShape::Blocks;
+    for (key, value) in message.extra {
+        into.extra.entry(key).or_insert(value);
+    }
+}
+
 fn rewrite_misplaced(messages: &mut [Message], fixes: &mut Vec<Fix>) {
     for (index, message) in messages.iter_mut().enumerate() {
         let role = message.role;
-        let misplaced = |block: &Block| match role {
-            Role::User => matches!(block, Block::ToolUse(_) | Block::Thinking(_) | Block::RedactedThinking(_)),
-            Role::Assistant => matches!(block, Block::ToolResult(_)),
-        };
+        let misplaced = |block: &Block| is_misplaced(role, block);
         if !message.content.iter().any(misplaced) {
             continue;
         }
@@ -148,17 +205,9 @@ fn merge_same_role(messages: &mut Vec<Message>, fixes: &mut Vec<Fix>) {
         let last = merged.len().saturating_sub(1);
         match merged.last_mut() {
             Some(previous) if previous.role == message.role => {
-                fix(
-                    fixes,
-                    Rule::Alternation,
-                    last,
-                    format!("merged the next {} message into this one", message.role.as_str()),
-                );
-                previous.content.extend(message.content);
-                previous.shape = ContentShape::Blocks;
-                for (key, value) in message.extra {
-                    previous.extra.entry(key).or_insert(value);
-                }
+                let rule = if message.role == Role::System { Rule::SystemPlacement } else { Rule::Alternation };
+                fix(fixes, rule, last, format!("merged the next {} message into this one", message.role.as_str()));
+                absorb(previous, message);
             }
             _ => merged.push(message),
         }
@@ -379,6 +428,40 @@ mod tests {
     }
 
     #[test]
+    fn system_messages_stay_where_the_api_allows_them_and_merge_or_become_user_text_elsewhere() {
+        let system = |text: &str| json!({"role": "system", "content": text});
+        let (messages, rules) = check(json!([
+            {"role": "user", "content": "go"},
+            system("a"),
+            system("b"),
+            {"role": "assistant", "content": "ok"},
+            system("after an assistant"),
+            {"role": "user", "content": "more"},
+            system("kept last")
+        ]));
+        assert_eq!(rules, ["misplaced-system", "misplaced-system", "alternation"]);
+        assert_eq!(
+            messages,
+            json!([
+                {"role": "user", "content": "go"},
+                {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [{"type": "text", "text": "after an assistant"}, {"type": "text", "text": "more"}]},
+                system("kept last")
+            ])
+        );
+        let (messages, rules) = check(json!([
+            system("first"),
+            {"role": "user", "content": "go"},
+            {"role": "system", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]},
+            {"role": "assistant", "content": "ok"}
+        ]));
+        assert_eq!(rules, ["misplaced-system", "alternation", "misplaced-system", "alternation"]);
+        assert_eq!(messages[0]["content"].as_array().map(Vec::len), Some(3));
+        assert_eq!(messages[0]["role"], "user");
+    }
+
+    #[test]
     fn a_valid_conversation_is_left_alone() {
         let input = json!([
             {"role": "user", "content": "go"},
@@ -403,12 +486,10 @@ mod tests {
     }
 
     fn any_messages() -> impl Strategy<Value = Value> {
-        prop::collection::vec((any::<bool>(), prop::collection::vec(any_block(), 0..4)), 1..10).prop_map(|messages| {
+        let role = prop_oneof![3 => Just("user"), 3 => Just("assistant"), 1 => Just("system")];
+        prop::collection::vec((role, prop::collection::vec(any_block(), 0..4)), 1..10).prop_map(|messages| {
             Value::Array(
-                messages
-                    .into_iter()
-                    .map(|(user, content)| json!({"role": if user { "user" } else { "assistant" }, "content": content}))
-                    .collect(),
+                messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect(),
             )
         })
     }

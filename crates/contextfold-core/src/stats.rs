@@ -6,7 +6,7 @@
 use crate::conversation::{Block, Conversation, Role};
 use crate::extract::first_line;
 use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
-use crate::validate::{validate, Problem};
+use crate::validate::{validate, warnings, Problem};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -34,6 +34,8 @@ pub struct Stats {
     pub valid: bool,
     /// The rules it breaks.
     pub problems: Vec<ProblemView>,
+    /// What the API may reject although the conversation is valid ([`crate::validate::warnings`]).
+    pub warnings: Vec<ProblemView>,
 }
 
 /// Token counts of a conversation: `system`, `tools` and `by_role` are parts that add up
@@ -155,6 +157,7 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
         tokenizer: counter.name().to_string(),
         valid: problems.is_empty(),
         problems,
+        warnings: warnings(conversation).iter().map(ProblemView::from).collect(),
     }
 }
 

@@ -5,8 +5,15 @@
 //! and, when the kept tail starts with a user turn, that turn's own blocks. The marker makes
 //! the layout reversible: [`split_summary`] takes the message apart again, so the next
 //! compaction folds the old summary in instead of summarizing a summary blindly.
+//!
+//! Mid-conversation system messages of the folded head are kept verbatim rather than
+//! summarized ([`assemble_keeping`]): an instruction the harness gave stays a system
+//! instruction. They follow the summary message as one system message (several are joined,
+//! in order, ahead of the tail's own system message when the tail's first turn has one), so
+//! they still come before everything they applied to. A system message in the tail is never
+//! touched or moved.
 
-use crate::conversation::{Block, Conversation, Message, Role};
+use crate::conversation::{Block, ContentShape, Conversation, Message, Role};
 
 /// The first line of every summary block.
 pub const SUMMARY_PREFIX: &str = "[contextfold: summary of the earlier conversation]";
@@ -38,9 +45,9 @@ fn summary_text(block: &Block) -> Option<&str> {
         .map(|text| text.strip_suffix(RECALL_NOTE).map_or(text, str::trim_end))
 }
 
-/// Whether `message` is a user message carrying a contextfold summary.
+/// Whether `message` is a user message carrying a contextfold summary (anywhere in it).
 pub fn is_summary_message(message: &Message) -> bool {
-    message.role == Role::User && message.content.iter().any(|block| summary_text(block).is_some())
+    split_summary(message).is_some()
 }
 
 /// A summary message taken apart.
@@ -54,17 +61,29 @@ pub struct SummarySplit {
     pub rest: Vec<Block>,
 }
 
-/// Takes a summary message apart, or `None` if it holds no summary.
+/// Takes a summary message apart, or `None` if it holds no summary. The summary is
+/// recognised wherever it sits: in a block of its own, or inside a text block that other
+/// text (a harness's) was merged into, whose text before the marker then joins `rest`.
 pub fn split_summary(message: &Message) -> Option<SummarySplit> {
     if message.role != Role::User {
         return None;
     }
-    let at = message.content.iter().position(|block| summary_text(block).is_some())?;
-    Some(SummarySplit {
-        pinned: message.content[..at].to_vec(),
-        summary: summary_text(&message.content[at])?.to_string(),
-        rest: message.content[at + 1..].to_vec(),
-    })
+    if let Some(at) = message.content.iter().position(|block| summary_text(block).is_some()) {
+        return Some(SummarySplit {
+            pinned: message.content[..at].to_vec(),
+            summary: summary_text(&message.content[at])?.to_string(),
+            rest: message.content[at + 1..].to_vec(),
+        });
+    }
+    let at =
+        message.content.iter().position(|block| block.as_text().is_some_and(|text| text.contains(SUMMARY_PREFIX)))?;
+    let text = message.content[at].as_text()?;
+    let start = text.find(SUMMARY_PREFIX)?;
+    let summary = summary_text(&Block::text(&text[start..]))?.to_string();
+    let before = text[..start].trim_end();
+    let mut rest: Vec<Block> = (!before.is_empty()).then(|| Block::text(before)).into_iter().collect();
+    rest.extend(message.content[at + 1..].iter().cloned());
+    Some(SummarySplit { pinned: message.content[..at].to_vec(), summary, rest })
 }
 
 /// Builds the compacted conversation: `template`'s system prompt, tools and other fields
@@ -91,7 +110,7 @@ pub fn assemble(template: &Conversation, summary: Option<&str>, pinned: &[Block]
             if !lead.is_empty() {
                 lead.append(&mut first.content);
                 first.content = lead;
-                first.shape = crate::conversation::ContentShape::Blocks;
+                first.shape = ContentShape::Blocks;
             }
             messages.push(first);
         }
@@ -104,6 +123,38 @@ pub fn assemble(template: &Conversation, summary: Option<&str>, pinned: &[Block]
         tools: template.tools.clone(),
         extra: template.extra.clone(),
     }
+}
+
+/// [`assemble`], keeping the head's mid-conversation system messages `kept` verbatim right
+/// after the summary message (see the [module documentation](self)).
+pub fn assemble_keeping(
+    template: &Conversation,
+    summary: Option<&str>,
+    pinned: &[Block],
+    kept: &[Message],
+    tail: &[Message],
+) -> Conversation {
+    let mut out = assemble(template, summary, pinned, tail);
+    let mut kept = kept.iter().filter(|message| message.role == Role::System);
+    let Some(mut system) = kept.next().cloned() else {
+        return out;
+    };
+    for message in kept {
+        system.content.extend(message.content.iter().cloned());
+        system.shape = ContentShape::Blocks;
+        for (key, value) in &message.extra {
+            system.extra.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    match out.messages.get_mut(1) {
+        Some(next) if next.role == Role::System => {
+            system.content.append(&mut next.content);
+            next.content = system.content;
+            next.shape = ContentShape::Blocks;
+        }
+        _ => out.messages.insert(1.min(out.messages.len()), system),
+    }
+    out
 }
 
 #[cfg(test)]
@@ -158,6 +209,20 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_merged_into_harness_text_is_found() {
+        let message = Message::new(
+            Role::User,
+            vec![Block::text(format!(
+                "Please always provide EXACTLY ONE action.\n{SUMMARY_PREFIX}\n## Files read\n- a.py"
+            ))],
+        );
+        let split = split_summary(&message).expect("a summary");
+        assert_eq!(split.summary, "## Files read\n- a.py");
+        assert_eq!(split.rest[0].as_text(), Some("Please always provide EXACTLY ONE action."));
+        assert!(split.pinned.is_empty());
+    }
+
+    #[test]
     fn the_recall_note_is_left_out_when_split() {
         let conversation = conversation();
         let summary = with_recall_note("did things\n");
@@ -165,5 +230,34 @@ mod tests {
         let text = out.messages[0].content[0].as_text().unwrap_or_default();
         assert!(text.ends_with(&format!("did things\n\n{RECALL_NOTE}")), "{text}");
         assert_eq!(split_summary(&out.messages[0]).expect("a summary").summary, "did things");
+    }
+
+    #[test]
+    fn head_system_messages_follow_the_summary_verbatim() {
+        let system = |text: &str| Message::text(Role::System, text);
+        let conversation = conversation();
+        let kept = [system("be terse"), system("plan mode")];
+        // The tail starts with an assistant message: the kept message sits between.
+        let out = assemble_keeping(&conversation, Some("s"), &[], &kept, &conversation.messages[3..]);
+        assert!(validate(&out).is_empty(), "{:?}", validate(&out));
+        assert_eq!(out.messages[1].role, Role::System);
+        let texts: Vec<_> = out.messages[1].content.iter().filter_map(Block::as_text).collect();
+        assert_eq!(texts, ["be terse", "plan mode"]);
+        // The tail starts with a user turn that has a system message of its own: the kept
+        // text goes before it, in the same message.
+        let mut tail = conversation.messages[4..].to_vec();
+        tail.insert(1, system("tail's own"));
+        let out = assemble_keeping(&conversation, Some("s"), &[], &kept[..1], &tail);
+        assert!(validate(&out).is_empty(), "{:?}", validate(&out));
+        let texts: Vec<_> = out.messages[1].content.iter().filter_map(Block::as_text).collect();
+        assert_eq!(texts, ["be terse", "tail's own"]);
+        assert_eq!(out.messages.len(), 3);
+        // One kept message alone is kept byte for byte; nothing kept changes nothing.
+        let out = assemble_keeping(&conversation, Some("s"), &[], &kept[..1], &conversation.messages[3..]);
+        assert_eq!(out.messages[1], kept[0]);
+        assert_eq!(
+            assemble_keeping(&conversation, Some("s"), &[], &[], &conversation.messages[3..]),
+            assemble(&conversation, Some("s"), &[], &conversation.messages[3..])
+        );
     }
 }

@@ -2,8 +2,16 @@
 //!
 //! [`validate`] never stops at the first problem: it returns every problem it finds, each
 //! with its rule, message index, block index and a sentence a person can act on.
+//! [`warnings`] lists what the API may reject but a conversation can still carry (block
+//! types it does not know), so that a warning never makes a conversation invalid.
+//!
+//! Mid-conversation system messages (`role: "system"` inside `messages`) follow the API's
+//! placement rules: never first, right after a user message (or an assistant message that
+//! ends in a server tool use), followed by an assistant message or last, never next to
+//! another system message, and text only. Roles alternate between the user and assistant
+//! messages around them.
 
-use crate::conversation::{Block, Conversation, Message, Role};
+use crate::conversation::{describe, Block, Conversation, Message, Role, ToolResult, ToolResultContent};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -34,6 +42,13 @@ pub enum Rule {
     DanglingUse,
     /// Two tool_use blocks share an id.
     DuplicateId,
+    /// A mid-conversation system message is where the API allows none: first, not after a
+    /// user message, not before an assistant message, or next to another system message.
+    SystemPlacement,
+    /// A tool_use's `input` is not a JSON object (say OpenAI `arguments` that are not JSON).
+    InputNotObject,
+    /// A block of a type the API does not know; a warning (see [`warnings`]).
+    UnknownBlock,
     /// A Responses `reasoning` item is not followed by the item it produced (a message or a
     /// call of the same response).
     LoneReasoning,
@@ -54,6 +69,9 @@ impl Rule {
             Rule::ResultNotFirst => "result-not-first",
             Rule::DanglingUse => "dangling-use",
             Rule::DuplicateId => "duplicate-id",
+            Rule::SystemPlacement => "misplaced-system",
+            Rule::InputNotObject => "input-not-object",
+            Rule::UnknownBlock => "unknown-block",
             Rule::LoneReasoning => "lone-reasoning",
         }
     }
@@ -95,13 +113,20 @@ pub fn validate(conversation: &Conversation) -> Vec<Problem> {
         problems.push(problem(Rule::NoMessages, 0, None, "the request has no messages".into()));
         return problems;
     };
-    if first.role != Role::User {
+    if first.role == Role::Assistant {
         problems.push(problem(Rule::FirstNotUser, 0, None, "the first message must be from the user".into()));
     }
     let mut seen_ids: HashMap<&str, usize> = HashMap::new();
     for (index, message) in messages.iter().enumerate() {
         let is_final = index + 1 == messages.len();
-        if index > 0 && messages[index - 1].role == message.role {
+        if message.role == Role::System {
+            if let Some(why) = system_misplacement(messages, index) {
+                problems.push(problem(Rule::SystemPlacement, index, None, why));
+            }
+        }
+        // Around a system message its placement rules decide; they imply alternation.
+        let beside_system = index > 0 && [messages[index - 1].role, message.role].contains(&Role::System);
+        if index > 0 && !beside_system && messages[index - 1].role == message.role {
             problems.push(problem(
                 Rule::Alternation,
                 index,
@@ -132,6 +157,86 @@ fn problem(rule: Rule, message: usize, block: Option<usize>, text: String) -> Pr
     Problem { rule, message, block, text }
 }
 
+/// Why the system message at `index` breaks the API's placement rules, or `None` where it
+/// may stand: after a user message (or an assistant message whose last block is a server
+/// tool use and that makes no tool call), before an assistant message or last, and never
+/// next to another system message.
+pub(crate) fn system_misplacement(messages: &[Message], index: usize) -> Option<String> {
+    let Some(previous) = index.checked_sub(1).map(|previous| &messages[previous]) else {
+        return Some("a system message cannot be the first message; put it in the top-level `system`".into());
+    };
+    let after = index - 1;
+    match previous.role {
+        Role::System => {
+            return Some(format!("two system messages in a row (messages {after} and {index}); merge them into one"))
+        }
+        Role::Assistant if previous.has_tool_use() => {
+            return Some(format!(
+                "a system message cannot come between the tool calls of message {after} and their results"
+            ))
+        }
+        Role::Assistant if previous.content.last().is_none_or(|block| block.kind() != "server_tool_use") => {
+            return Some(format!("a system message must follow a user message, not the assistant message {after}"))
+        }
+        _ => {}
+    }
+    match messages.get(index + 1) {
+        Some(next) if next.role == Role::User => Some(format!(
+            "a system message must be followed by an assistant message, not the user message {}",
+            index + 1
+        )),
+        _ => None,
+    }
+}
+
+/// The block types the Messages API knows in a request, besides the modelled ones
+/// (`refusal` is an OpenAI part the OpenAI reader keeps as it is).
+const KNOWN_BLOCKS: &[&str] = &[
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "compaction",
+    "refusal",
+];
+
+/// What the API may reject although the conversation is valid by [`validate`]: blocks of a
+/// type it does not know (a newer API's, or a typo), with their place.
+pub fn warnings(conversation: &Conversation) -> Vec<Problem> {
+    let mut warnings = Vec::new();
+    for (index, message) in conversation.messages.iter().enumerate() {
+        for (position, block) in message.content.iter().enumerate() {
+            let inner = match block {
+                Block::ToolResult(ToolResult { content: Some(ToolResultContent::Blocks(blocks)), .. }) => {
+                    blocks.as_slice()
+                }
+                _ => &[],
+            };
+            for block in std::iter::once(block).chain(inner) {
+                if let Block::Other(_) = block {
+                    let kind = block.kind();
+                    if !KNOWN_BLOCKS.contains(&kind) {
+                        warnings.push(problem(
+                            Rule::UnknownBlock,
+                            index,
+                            Some(position),
+                            format!("the API does not know blocks of type `{kind}` and may reject the request"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    warnings
+}
+
 fn check_blocks<'a>(
     message: &'a Message,
     index: usize,
@@ -139,11 +244,7 @@ fn check_blocks<'a>(
     problems: &mut Vec<Problem>,
 ) {
     for (position, block) in message.content.iter().enumerate() {
-        let misplaced = matches!(
-            (message.role, block),
-            (Role::User, Block::ToolUse(_) | Block::Thinking(_) | Block::RedactedThinking(_))
-                | (Role::Assistant, Block::ToolResult(_))
-        );
+        let misplaced = is_misplaced(message.role, block);
         if misplaced {
             problems.push(problem(
                 Rule::MisplacedBlock,
@@ -160,6 +261,20 @@ fn check_blocks<'a>(
                 "text blocks must contain non-whitespace text".into(),
             )),
             Block::ToolUse(tool_use) => {
+                if !tool_use.input.is_object() {
+                    problems.push(problem(
+                        Rule::InputNotObject,
+                        index,
+                        Some(position),
+                        format!(
+                            "tool_use `{}` ({}) has an `input` that is {}, not a JSON object{}",
+                            tool_use.id,
+                            tool_use.name,
+                            describe(&tool_use.input),
+                            if tool_use.input.is_string() { " (tool call arguments that are not JSON?)" } else { "" }
+                        ),
+                    ));
+                }
                 if let Some(first) = seen_ids.insert(&tool_use.id, index) {
                     problems.push(problem(
                         Rule::DuplicateId,
@@ -171,6 +286,16 @@ fn check_blocks<'a>(
             }
             _ => {}
         }
+    }
+}
+
+/// Whether `block` cannot appear in a message of `role`: tool calls and thinking come from the
+/// assistant, tool results from the user, and system messages hold text only.
+pub(crate) fn is_misplaced(role: Role, block: &Block) -> bool {
+    match role {
+        Role::User => matches!(block, Block::ToolUse(_) | Block::Thinking(_) | Block::RedactedThinking(_)),
+        Role::Assistant => matches!(block, Block::ToolResult(_)),
+        Role::System => !matches!(block, Block::Text(_)),
     }
 }
 
@@ -352,6 +477,98 @@ mod tests {
         assert_eq!(
             validate(&conversation)[0].to_string(),
             "message 1, block 0: tool_use `a` (Read) has no tool_result in message 2 [dangling-use]"
+        );
+    }
+
+    #[test]
+    fn system_messages_where_the_api_allows_them_are_valid() {
+        let system = |text: &str| json!({"role": "system", "content": text});
+        assert!(check(json!([
+            {"role": "user", "content": "go"},
+            system("be terse"),
+            {"role": "assistant", "content": [call("a")]},
+            {"role": "user", "content": [result("a")]},
+            {"role": "system", "content": [{"type": "text", "text": "plan mode", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}]},
+            system("after a server tool use"),
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "thanks"},
+            system("last")
+        ]))
+        .is_empty());
+    }
+
+    #[test]
+    fn misplaced_system_messages_are_reported_once_each() {
+        let system = |text: &str| json!({"role": "system", "content": text});
+        let user = |text: &str| json!({"role": "user", "content": text});
+        let assistant = |text: &str| json!({"role": "assistant", "content": text});
+        assert_eq!(check(json!([system("first"), assistant("a")])), [("misplaced-system".into(), 0, None)]);
+        assert_eq!(
+            check(json!([user("u"), system("s"), system("t"), assistant("a")])),
+            [("misplaced-system".into(), 2, None)]
+        );
+        assert_eq!(
+            check(json!([user("u"), assistant("a"), system("after an assistant")])),
+            [("misplaced-system".into(), 2, None)]
+        );
+        assert_eq!(
+            check(json!([user("u"), system("before a user"), user("v")])),
+            [("misplaced-system".into(), 1, None)]
+        );
+        // Between a call and its result it also leaves the call unanswered and the result orphaned.
+        assert_eq!(
+            check(
+                json!([user("u"), {"role": "assistant", "content": [call("a")]}, system("s"), {"role": "user", "content": [result("a")]}])
+            ),
+            [
+                ("dangling-use".into(), 1, Some(0)),
+                ("misplaced-system".into(), 2, None),
+                ("orphan-result".into(), 3, Some(0))
+            ]
+        );
+        assert_eq!(
+            check(
+                json!([user("u"), {"role": "system", "content": [{"type": "image", "source": {"type": "url", "url": "u"}}]}])
+            ),
+            [("misplaced-block".into(), 1, Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_tool_input_that_is_not_an_object_is_invalid() {
+        let found = check(json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "sh", "input": "{not json"}]},
+            {"role": "user", "content": [result("a")]}
+        ]));
+        assert_eq!(found, [("input-not-object".into(), 1, Some(0))]);
+        let conversation = Conversation::from_value(json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "sh", "input": [1]}]}
+        ]))
+        .unwrap();
+        assert_eq!(
+            validate(&conversation)[0].to_string(),
+            "message 1, block 0: tool_use `a` (sh) has an `input` that is an array, not a JSON object [input-not-object]"
+        );
+    }
+
+    #[test]
+    fn unknown_block_types_warn_without_making_the_request_invalid() {
+        let conversation = Conversation::from_value(json!([
+            {"role": "user", "content": [{"type": "txt", "text": "typo"}, {"type": "search_result", "source": "s", "title": "t", "content": []}]},
+            {"role": "assistant", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}, {"type": "web_search_tool_result", "tool_use_id": "s", "content": []}, {"type": "hologram"}]}
+        ]))
+        .unwrap();
+        assert!(validate(&conversation).is_empty());
+        let found: Vec<String> = warnings(&conversation).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                "message 0, block 0: the API does not know blocks of type `txt` and may reject the request [unknown-block]",
+                "message 1, block 2: the API does not know blocks of type `hologram` and may reject the request [unknown-block]"
+            ]
         );
     }
 }

@@ -246,7 +246,7 @@ fn compact_one(
     notes: &[String],
     persist: Option<&Persist>,
 ) -> anyhow::Result<Row> {
-    let parsed = super::load(file, args.input.format)?;
+    let parsed = super::load(file, &args.input)?;
     let shown = Shown(file.to_path_buf()).to_string();
     // With a store, the compactor keeps the compaction, with the input's origin, in the
     // file's session.

@@ -2,17 +2,25 @@
 
 use crate::args::CountArgs;
 use crate::output;
+use crate::progress::Progress;
 use contextfold::core::tokens::count_conversation;
-use contextfold::input;
+use contextfold::core::TokenCounter;
+use contextfold::input::{self, ReadOptions, Shown};
 use std::process::ExitCode;
 
 pub fn run(args: CountArgs) -> anyhow::Result<ExitCode> {
+    let progress = Progress::start(&Shown(args.file.clone()).to_string());
     let counter = args.counting.tokenizer.counter();
     let tokens = if args.text {
-        counter.count_text(&input::read_text(&args.file)?)
+        let report = |read| progress.read(read);
+        let options = ReadOptions { progress: Some(&report), ..super::read_options(&args.input) };
+        let text = input::read_text_with(&args.file, &options)?;
+        progress.counting(counter).count_text(&text)
     } else {
-        count_conversation(counter, &super::load(&args.file, args.input.format)?.conversation)
+        let conversation = super::load_showing(&args.file, &args.input, Some(&progress))?.conversation;
+        count_conversation(&progress.counting(counter), &conversation)
     };
+    drop(progress);
     output::print(&format!("{tokens}\n"))?;
     Ok(ExitCode::SUCCESS)
 }

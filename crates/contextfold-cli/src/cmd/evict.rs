@@ -44,6 +44,7 @@ struct Report {
     items: Vec<Offload>,
     thinking_cleared: usize,
     skipped: Option<String>,
+    pinned: Vec<String>,
     clipped: Vec<Clipped>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<String>,
@@ -51,7 +52,7 @@ struct Report {
 
 impl Report {
     fn new(evicted: EvictReport, thinking_cleared: usize, clipped: Vec<Clipped>) -> Report {
-        let EvictReport { tokens_before, tokens_after, offloaded, by_reason, items, skipped, .. } = evicted;
+        let EvictReport { tokens_before, tokens_after, offloaded, by_reason, items, skipped, pinned, .. } = evicted;
         Report {
             tokens_before,
             tokens_after,
@@ -60,6 +61,7 @@ impl Report {
             items,
             thinking_cleared,
             skipped,
+            pinned,
             clipped,
             session: None,
         }
@@ -71,7 +73,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         bail!("--no-redact concerns what --store keeps; evict sends nothing to a summarizer");
     }
     let persist = args.persist.open(1)?;
-    let mut parsed = super::load(&args.file, args.input.format)?;
+    let mut parsed = super::load(&args.file, &args.input)?;
     // Eviction works in place; the store keeps the history as it came in.
     let original = persist.as_ref().map(|_| parsed.conversation.clone());
     let counter = args.counting.tokenizer.counter();

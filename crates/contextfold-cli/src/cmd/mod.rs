@@ -15,9 +15,10 @@ mod stats;
 mod store;
 mod validate;
 
-use crate::args::{Cli, Command};
-use contextfold::core::format::{Format, Parsed};
-use contextfold::input;
+use crate::args::{Cli, Command, InputArgs};
+use crate::progress::Progress;
+use contextfold::core::format::Parsed;
+use contextfold::input::{self, ReadOptions};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -45,12 +46,33 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Loads one conversation, printing the reader's notes (skipped log lines, repairs) to stderr.
-fn load(path: &Path, format: Option<Format>) -> Result<Parsed, input::LoadError> {
-    let parsed = input::load(path, format)?;
+fn load(path: &Path, input: &InputArgs) -> Result<Parsed, input::LoadError> {
+    load_showing(path, input, None)
+}
+
+/// [`load`], showing `progress` while it reads and parses.
+fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> Result<Parsed, input::LoadError> {
+    let report = |read| {
+        if let Some(progress) = progress {
+            progress.read(read);
+        }
+    };
+    let options = ReadOptions { max_bytes: args.max_input_bytes, progress: Some(&report) };
+    let text = input::read_text_with(path, &options)?;
+    if let Some(progress) = progress {
+        progress.phase("parsing");
+    }
+    let parsed = contextfold::core::format::parse(&text, args.format)
+        .map_err(|source| input::LoadError::Format { path: input::Shown(path.to_path_buf()), source })?;
     for note in &parsed.notes {
         eprintln!("{}: note: {note}", input::Shown(path.to_path_buf()));
     }
     Ok(parsed)
+}
+
+/// The read options of `args`, without progress.
+fn read_options(args: &InputArgs) -> ReadOptions<'static> {
+    ReadOptions { max_bytes: args.max_input_bytes, progress: None }
 }
 
 /// Exit code 2 when any file failed, else `code`.

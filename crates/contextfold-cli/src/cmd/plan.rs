@@ -48,7 +48,7 @@ impl Totals {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let parsed = super::load(&args.file, args.input.format)?;
+    let parsed = super::load(&args.file, &args.input)?;
     let counter = args.counting.tokenizer.counter();
     let conversation = &parsed.conversation;
     let mut evicted = conversation.clone();

@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::process::ExitCode;
 
 pub fn run(args: RecallArgs) -> anyhow::Result<ExitCode> {
-    let (location, store) = args.store.open_existing()?;
+    let (location, store) = args.store.open_read_only()?;
     let Some(payload) = store.recall(&args.reference).map_err(|err| super::store::error(&location, err))? else {
         bail!("no payload `{}` in store {location}", args.reference);
     };

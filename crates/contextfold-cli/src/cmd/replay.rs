@@ -4,14 +4,19 @@ use super::compact::{compactor, inputs};
 use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
+use contextfold::core::format::{self, Format, Layout};
+use contextfold::core::Conversation;
 use contextfold::redact::Redactor;
-use contextfold::replay::{relate_to_none, replay, Price, ReplayConfig, StrategyResult};
-use indicatif::{ProgressBar, ProgressStyle};
+use contextfold::replay::{probe_kinds, relate_to_none, replay_with, CallRecord, Price, ReplayConfig, StrategyResult};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::collections::HashMap;
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One file's results at one window.
 struct FileResult {
@@ -59,14 +64,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let jobs: Vec<(PathBuf, u64)> =
         files.iter().flat_map(|file| args.window.iter().map(move |window| (file.clone(), *window))).collect();
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(jobs.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} {wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
+    let progress = std::io::stderr().is_terminal().then(|| Arc::new(Progress::new()));
     let next = Mutex::new(0usize);
     let done: Mutex<Vec<(usize, anyhow::Result<FileResult>)>> = Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
@@ -88,9 +86,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         index
                     };
                     let Some((file, window)) = jobs.get(index) else { break };
-                    if let Some(bar) = &progress {
-                        bar.set_message(file.display().to_string());
-                    }
                     let config = ReplayConfig {
                         window: *window,
                         reserve: args.reserve,
@@ -101,18 +96,18 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         compactor: compactor.clone(),
                         trigger: args.trigger,
                         target: args.target_fraction,
+                        progress: progress
+                            .clone()
+                            .map(|progress| Arc::new(move || progress.tick()) as Arc<dyn Fn() + Send + Sync>),
                     };
-                    let outcome = replay_file(file, &config, &args, &runtime);
-                    if let Some(bar) = &progress {
-                        bar.inc(1);
-                    }
+                    let outcome = replay_file(file, &config, &args, &runtime, progress.as_deref());
                     done.lock().unwrap_or_else(|e| e.into_inner()).push((index, outcome));
                 }
             });
         }
     });
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
+    if let Some(progress) = progress {
+        progress.bar.finish_and_clear();
     }
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_by_key(|(index, _)| *index);
@@ -170,19 +165,151 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     Ok(super::exit(failed, ExitCode::SUCCESS))
 }
 
+/// A progress bar of calls replayed, drawn on standard error once a replay has run for a
+/// second (a short one shows nothing).
+struct Progress {
+    bar: ProgressBar,
+    start: Instant,
+    shown: AtomicBool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} calls replayed {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Progress { bar, start: Instant::now(), shown: AtomicBool::new(false) }
+    }
+
+    fn tick(&self) {
+        if self.start.elapsed() > Duration::from_secs(1) && !self.shown.swap(true, Ordering::Relaxed) {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        self.bar.inc(1);
+    }
+}
+
 fn replay_file(
     file: &Path,
     config: &ReplayConfig,
     args: &ReplayArgs,
     runtime: &tokio::runtime::Runtime,
+    progress: Option<&Progress>,
 ) -> anyhow::Result<FileResult> {
-    let parsed = contextfold::input::load(file, args.input.format)?;
+    let parsed = contextfold::input::load_with(file, args.input.format, &super::read_options(&args.input))?;
     let shown = contextfold::input::Shown(file.to_path_buf()).to_string();
+    if let Some(progress) = progress {
+        let calls =
+            parsed.conversation.messages.iter().skip(1).filter(|m| m.role == contextfold::core::Role::Assistant);
+        progress.bar.inc_length((calls.count() * config.strategies.len()) as u64);
+        progress.bar.set_message(file.file_name().map_or(shown.clone(), |name| name.to_string_lossy().into_owned()));
+    }
+    let mut dump = match &args.dump_requests {
+        Some(dir) => Some(Dump::new(dir, config.window, file, &parsed)?),
+        None => None,
+    };
     let results = runtime
-        .block_on(replay(&parsed.conversation, config))
+        .block_on(replay_with(&parsed.conversation, config, &mut |call| match &mut dump {
+            Some(dump) => dump.call(call),
+            None => Ok(()),
+        }))
         .map_err(anyhow::Error::msg)
         .with_context(|| shown.clone())?;
+    if let Some(dump) = dump {
+        dump.finish()?;
+    }
     Ok(FileResult { file: shown, window: config.window, results })
+}
+
+/// `--dump-requests DIR`: every call of one file at one window, one JSON line each, in
+/// `DIR/<window>/<strategy>/<stem>.jsonl`.
+struct Dump {
+    dir: PathBuf,
+    stem: String,
+    template: Conversation,
+    format: Format,
+    layout: Layout,
+    files: HashMap<String, (PathBuf, BufWriter<std::fs::File>)>,
+}
+
+/// One line of a dump; the field names are a contract.
+#[derive(Serialize)]
+struct DumpLine {
+    i: usize,
+    messages: serde_json::Value,
+    compacted: bool,
+    summarizer_calls: usize,
+    summarizer_input_tokens: u64,
+    summarizer_output_tokens: u64,
+}
+
+impl Dump {
+    fn new(dir: &Path, window: u64, file: &Path, parsed: &format::Parsed) -> anyhow::Result<Dump> {
+        let template = Conversation {
+            system: parsed.conversation.system.clone(),
+            tools: parsed.conversation.tools.clone(),
+            ..Conversation::default()
+        };
+        Ok(Dump {
+            dir: dir.join(window.to_string()),
+            stem: dump_stem(file),
+            template,
+            format: parsed.format.writable(),
+            layout: parsed.layout,
+            files: HashMap::new(),
+        })
+    }
+
+    fn call(&mut self, call: &CallRecord) -> Result<(), String> {
+        let mut request = self.template.clone();
+        request.messages = call.messages.to_vec();
+        let value = format::to_value(&request, self.format, self.layout).map_err(|err| err.to_string())?;
+        let messages = match value {
+            serde_json::Value::Array(messages) => serde_json::Value::Array(messages),
+            mut object => object.get_mut("messages").map(serde_json::Value::take).unwrap_or_default(),
+        };
+        let line = DumpLine {
+            i: call.i,
+            messages,
+            compacted: call.compacted,
+            summarizer_calls: call.summarizer_calls,
+            summarizer_input_tokens: call.summarizer_input_tokens,
+            summarizer_output_tokens: call.summarizer_output_tokens,
+        };
+        let (path, out) = match self.files.entry(call.strategy.to_string()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let dir = self.dir.join(call.strategy);
+                let path = dir.join(format!("{}.jsonl", self.stem));
+                let file = std::fs::create_dir_all(&dir)
+                    .and_then(|()| std::fs::File::create(&path))
+                    .map_err(|err| format!("{}: cannot write the request dump: {err}", path.display()))?;
+                entry.insert((path, BufWriter::new(file)))
+            }
+        };
+        let text = serde_json::to_string(&line).map_err(|err| err.to_string())?;
+        writeln!(out, "{text}").map_err(|err| format!("{}: cannot write the request dump: {err}", path.display()))
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        for (path, mut out) in self.files.into_values() {
+            out.flush().with_context(|| format!("{}: cannot write the request dump", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The file name without `.json`, `.json.gz`, `.jsonl` or `.jsonl.gz`.
+fn dump_stem(file: &Path) -> String {
+    let name = file.file_name().map_or_else(|| "stdin".to_string(), |name| name.to_string_lossy().into_owned());
+    for suffix in [".json.gz", ".jsonl.gz", ".json", ".jsonl"] {
+        if let Some(stem) = name.strip_suffix(suffix).filter(|stem| !stem.is_empty()) {
+            return stem.to_string();
+        }
+    }
+    name
 }
 
 /// The plot: the first file's series and the totals over all files, per window.
@@ -208,16 +335,33 @@ fn write_plot(
     crate::plot::write(path, first, reserve, &windows)
 }
 
+fn percent(checked: usize, share: f64) -> String {
+    if checked == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", share * 100.0)
+    }
+}
+
 fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {
     let mut out = format!("window {} tokens, {files} session(s)\n", thousands(window));
     out.push_str(&format!(
-        "  {:<22} {:>10} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8}\n",
-        "strategy", "cost $", "vs none", "peak", "overflow", "unavoidable", "compactions", "summarizer", "recall"
+        "  {:<22} {:>10} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8} {:>8} {:>7}\n",
+        "strategy",
+        "cost $",
+        "vs none",
+        "peak",
+        "overflow",
+        "unavoidable",
+        "compactions",
+        "summarizer",
+        "recall",
+        "extract",
+        "rereads"
     ));
     for result in results {
-        let recall = if result.probes == 0 { "-".to_string() } else { format!("{:.1}%", result.probe_recall * 100.0) };
         out.push_str(&format!(
-            "  {:<22} {:>10.4} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8}\n",
+            "  {:<22} {:>10.4} {:>8} {:>10} {:>9} {:>11} {:>11} {:>10} {:>8} {:>8} {:>7}\n",
             result.strategy,
             result.cost_usd,
             if result.cost_vs_none.is_nan() { "-".to_string() } else { format!("{:.3}", result.cost_vs_none) },
@@ -226,8 +370,25 @@ fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {
             result.unavoidable_overflow_steps,
             result.compactions,
             result.summarizer_calls,
-            recall
+            percent(result.probes, result.probe_recall),
+            percent(result.extract_probes, result.extract_recall),
+            result.rereads_after_evict,
         ));
+    }
+    // Recall by kind of the independent probes.
+    out.push_str(&format!("  {:<22}", "recall by kind"));
+    for kind in probe_kinds() {
+        out.push_str(&format!(" {kind:>16}"));
+    }
+    out.push('\n');
+    for result in results.iter().filter(|result| result.probes > 0) {
+        out.push_str(&format!("  {:<22}", result.strategy));
+        for kind in probe_kinds() {
+            let (checked, recalled) = result.recall_by_kind.get(kind).copied().unwrap_or_default();
+            let share = if checked == 0 { 1.0 } else { recalled as f64 / checked as f64 };
+            out.push_str(&format!(" {:>16}", format!("{} of {}", percent(checked, share), checked)));
+        }
+        out.push('\n');
     }
     out.push('\n');
     out
@@ -235,13 +396,13 @@ fn table(window: u64, files: usize, results: &[StrategyResult]) -> String {
 
 fn write_csv(path: &PathBuf, files: &[FileResult]) -> anyhow::Result<()> {
     let mut out = String::from(
-        "file,window,strategy,steps,overflow_steps,peak_request_tokens,input_tokens,cache_read_tokens,cache_write_tokens,output_tokens,summarizer_calls,summarizer_input_tokens,summarizer_output_tokens,cost_usd,cost_vs_none,probes,probes_recalled,probe_recall,compactions,unavoidable_overflow_steps\n",
+        "file,window,strategy,steps,overflow_steps,peak_request_tokens,input_tokens,cache_read_tokens,cache_write_tokens,output_tokens,summarizer_calls,summarizer_input_tokens,summarizer_output_tokens,cost_usd,cost_vs_none,probes,probes_recalled,probe_recall,compactions,unavoidable_overflow_steps,extract_probes,extract_probes_recalled,extract_recall,rereads_after_evict,nested_summary_steps\n",
     );
     for file in files {
         for result in &file.results {
             let name = file.file.replace('"', "\"\"");
             out.push_str(&format!(
-                "\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.4},{},{},{:.4},{},{}\n",
+                "\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.4},{},{},{:.4},{},{},{},{},{:.4},{},{}\n",
                 file.window,
                 result.strategy,
                 result.steps,
@@ -260,7 +421,12 @@ fn write_csv(path: &PathBuf, files: &[FileResult]) -> anyhow::Result<()> {
                 result.probes_recalled,
                 result.probe_recall,
                 result.compactions,
-                result.unavoidable_overflow_steps
+                result.unavoidable_overflow_steps,
+                result.extract_probes,
+                result.extract_probes_recalled,
+                result.extract_recall,
+                result.rereads_after_evict,
+                result.nested_summary_steps
             ));
         }
     }

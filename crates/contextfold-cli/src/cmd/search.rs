@@ -29,8 +29,12 @@ impl<'a> From<&'a Hit> for JsonHit<'a> {
 }
 
 pub fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
-    let (location, store) = args.store.open_existing()?;
+    let (location, store) = args.store.open_read_only()?;
     let query = args.query.join(" ");
+    if let Some(session) = &args.session {
+        // An unknown session is an error, not a search with no matches.
+        store.session_meta(session).map_err(|err| super::store::error(&location, err))?;
+    }
     let hits =
         store.search(args.session.as_deref(), &query, args.limit).map_err(|err| super::store::error(&location, err))?;
     if args.json {

@@ -23,7 +23,9 @@ struct JsonSession<'a> {
 }
 
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
-    let (location, store) = args.store.open_existing()?;
+    // Only `rm` and `upgrade` write; the rest open the store read-only.
+    let writes = matches!(args.action, Some(SessionsAction::Rm { .. } | SessionsAction::Upgrade));
+    let (location, store) = if writes { args.store.open_existing()? } else { args.store.open_read_only()? };
     let fail = |err| super::store::error(&location, err);
     match &args.action {
         None => list(store.as_ref(), &location, args.json),
@@ -45,6 +47,14 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
                 bail!("no session `{id}` in store {location}");
             }
             eprintln!("deleted session {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        // Opening it read-write brought it up to date.
+        Some(SessionsAction::Upgrade) => {
+            match location.schema_version() {
+                Some(version) => eprintln!("store {location} is at schema {version}"),
+                None => eprintln!("store {location} is up to date"),
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

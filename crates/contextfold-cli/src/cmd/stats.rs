@@ -2,6 +2,7 @@
 
 use crate::args::StatsArgs;
 use crate::output::{self, thousands};
+use crate::progress::Progress;
 use contextfold::core::stats::{stats, Stats};
 use contextfold::input::Shown;
 use serde::Serialize;
@@ -23,7 +24,8 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     for path in &args.files {
         let shown = Shown(path.clone());
-        let parsed = match super::load(path, args.input.format) {
+        let progress = Progress::start(&shown.to_string());
+        let parsed = match super::load_showing(path, &args.input, Some(&progress)) {
             Ok(parsed) => parsed,
             Err(err) => {
                 eprintln!("contextfold: {err}");
@@ -31,7 +33,8 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let stats = stats(&parsed.conversation, counter);
+        let stats = stats(&parsed.conversation, &progress.counting(counter));
+        drop(progress);
         if args.json {
             output::json_line(&Report {
                 file: shown.to_string(),
@@ -91,6 +94,13 @@ fn report(file: &Shown, format: &str, stats: &Stats) -> String {
                 result.preview
             );
         }
+    }
+    for warning in &stats.warnings {
+        let place = match warning.block {
+            Some(block) => format!("message {}, block {block}", warning.message),
+            None => format!("message {}", warning.message),
+        };
+        let _ = writeln!(out, "  warning: {place}: {} [{}]", warning.text, warning.rule);
     }
     if stats.valid {
         let _ = writeln!(out, "  valid");

@@ -23,19 +23,38 @@ pub fn location(given: Option<&Path>) -> anyhow::Result<StoreLocation> {
     }
 }
 
-/// `err` as a one-line error that names the store.
+/// `err` as one sentence that names the store and, where it helps, what to do.
 pub fn error(location: &StoreLocation, err: StoreError) -> anyhow::Error {
     match err {
-        // These do not name the store themselves.
-        StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) => {
-            anyhow::Error::new(err).context(format!("store {location}"))
+        StoreError::Corrupt(detail) => match location {
+            StoreLocation::File(path) => anyhow::anyhow!(
+                "the store {location} is damaged: {detail}; check it with `sqlite3 {} \"PRAGMA integrity_check\"` \
+                 and restore it from a copy",
+                path.display()
+            ),
+            _ => anyhow::anyhow!("the store {location} is damaged: {detail}; restore it from a backup"),
+        },
+        StoreError::UnknownSession(id) => {
+            anyhow::anyhow!(
+                "no session `{id}` in store {location} (`contextfold sessions --store {location}` lists them)"
+            )
         }
+        StoreError::Invalid(detail) => anyhow::anyhow!("store {location}: {detail}"),
+        // Said once: rusqlite's error restates SQLite's message with its code as its source.
+        StoreError::Sqlite { source, .. } => anyhow::anyhow!("store {location}: SQLite failed: {source}"),
         err => err.into(),
     }
 }
 
 impl StoreArgs {
-    /// Opens the existing store for a reading command; a missing one stays missing.
+    /// Opens the existing store for a reading command: read-only, never created or migrated.
+    pub fn open_read_only(&self) -> anyhow::Result<(StoreLocation, Arc<dyn SessionStore>)> {
+        let location = location(self.store.as_deref())?;
+        let store = location.open_read_only().map_err(|err| error(&location, err))?;
+        Ok((location, store))
+    }
+
+    /// Opens the existing store for a command that changes it (and upgrades its schema).
     pub fn open_existing(&self) -> anyhow::Result<(StoreLocation, Arc<dyn SessionStore>)> {
         let location = location(self.store.as_deref())?;
         let store = location.open_existing().map_err(|err| error(&location, err))?;

@@ -2,8 +2,10 @@
 
 use crate::args::ValidateArgs;
 use crate::output;
+use crate::progress::Progress;
 use contextfold::core::format::{responses, Format};
 use contextfold::core::stats::ProblemView;
+use contextfold::core::validate::warnings;
 use contextfold::core::{repair, validate, Conversation, Problem};
 use contextfold::input::{self, Shown};
 use serde::Serialize;
@@ -14,6 +16,7 @@ struct Report<'a> {
     file: String,
     valid: bool,
     problems: Vec<ProblemView>,
+    warnings: Vec<ProblemView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     fixes: Option<Vec<String>>,
     notes: &'a [String],
@@ -27,7 +30,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut invalid = false;
     for path in &args.files {
         let shown = Shown(path.clone());
-        let mut parsed = match super::load(path, args.input.format) {
+        let progress = Progress::start(&shown.to_string());
+        let mut parsed = match super::load_showing(path, &args.input, Some(&progress)) {
             Ok(parsed) => parsed,
             Err(err) => {
                 eprintln!("contextfold: {err}");
@@ -35,7 +39,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        progress.phase("validating");
         let mut problems = problems_of(parsed.format, &parsed.conversation);
+        let warnings = warnings(&parsed.conversation);
         let mut fixes = None;
         if args.repair {
             let applied = repair(&mut parsed.conversation);
@@ -45,12 +51,14 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             }
             fixes = Some(applied.iter().map(ToString::to_string).collect::<Vec<_>>());
         }
+        drop(progress);
         invalid |= !problems.is_empty();
         if args.json {
             output::json_line(&Report {
                 file: shown.to_string(),
                 valid: problems.is_empty(),
                 problems: problems.iter().map(ProblemView::from).collect(),
+                warnings: warnings.iter().map(ProblemView::from).collect(),
                 fixes,
                 notes: &parsed.notes,
             })?;
@@ -60,6 +68,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         let mut report = String::new();
         for fix in fixes.iter().flatten() {
             report.push_str(&format!("{shown}: fixed: {fix}\n"));
+        }
+        for warning in &warnings {
+            report.push_str(&format!("{shown}: warning: {warning}\n"));
         }
         if problems.is_empty() {
             report.push_str(&format!("{shown}: valid\n"));

@@ -6,6 +6,7 @@ mod compact_cli;
 mod compaction_cli;
 mod figures_cli;
 mod flags_cli;
+mod hardening_cli;
 mod oversized_cli;
 mod plot_cli;
 mod responses_cli;

@@ -6,6 +6,7 @@
 
 use crate::common::{arg, contextfold, contextfold_env, fixture, json_lines, notice, scratch, Run};
 use contextfold::core::hash::payload_ref;
+use contextfold::store::POSTGRES_SCHEMA_VERSION;
 use serde_json::Value;
 
 const SESSION: &str = "examples/session.json";
@@ -261,5 +262,84 @@ fn postgres_and_sqlite_stores_answer_alike() {
         sqlite.sort();
         postgres.sort();
         assert_eq!(sqlite, postgres, "{query}: the same messages and payloads");
+    }
+}
+
+/// A login role that may only read the store of `db`, dropped with it (before the database).
+struct Reader {
+    admin: String,
+    db_url: String,
+    role: String,
+    url: String,
+}
+
+impl Reader {
+    fn create(db: &Database) -> Reader {
+        let role = format!("{}_reader", db.name);
+        let password = "Rd-0nly-pa55word";
+        execute(
+            &db.url,
+            &format!(
+                "CREATE ROLE {role} LOGIN PASSWORD '{password}'; GRANT USAGE ON SCHEMA contextfold TO {role}; \
+                 GRANT SELECT ON ALL TABLES IN SCHEMA contextfold TO {role};"
+            ),
+        );
+        let (scheme, rest) = db.url.split_once("://").expect("a URL");
+        let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        let url = format!("{scheme}://{role}:{password}@{host}");
+        Reader { admin: db.admin.clone(), db_url: db.url.clone(), role, url }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let (admin, db_url, role) = (self.admin.clone(), self.db_url.clone(), self.role.clone());
+        let _ = std::thread::spawn(move || {
+            execute(&db_url, &format!("DROP OWNED BY {role}"));
+            execute(&admin, &format!("DROP ROLE IF EXISTS {role}"));
+        })
+        .join();
+    }
+}
+
+/// Hardening 14 on PostgreSQL: the reading commands need no more than `SELECT` on the
+/// store's tables (their transactions are read-only and they never migrate), and a store of
+/// an older schema is left as it is, with a sentence saying to upgrade it.
+#[test]
+fn hardening_14_reading_commands_need_only_select_and_never_migrate() {
+    let Some(db) = Database::create("readers") else { return };
+    let example = fixture(SESSION);
+    let compact = ["compact", &example, "--budget", "2000", "--tokenizer", "estimate", "--json", "--store", &db.url];
+    let report = ok_json(&db, &compact, None).remove(0);
+    let session = report["session"].as_str().expect("a session").to_string();
+    let reference = refs(&report).into_iter().next().expect("the budget evicts");
+    let reader = Reader::create(&db);
+    let readers = |store: &str| -> Vec<Vec<String>> {
+        [
+            vec!["sessions", "--store", store],
+            vec!["sessions", "export", &session, "--store", store],
+            vec!["search", "decimal", "--store", store],
+            vec!["search", "decimal", "--session", &session, "--store", store],
+            vec!["recall", &reference, "--store", store],
+        ]
+        .into_iter()
+        .map(|words| words.into_iter().map(str::to_string).collect())
+        .collect()
+    };
+    for words in readers(&reader.url) {
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let out = run(&words, None);
+        assert_eq!(out.code, 0, "{words:?} as a role that may only read: {}", out.stderr);
+        assert!(!out.stdout.is_empty(), "{words:?}");
+    }
+    // The role really may not write: a writer with it fails, in one line.
+    let out = run(&[&compact[..7], &["--store", &reader.url]].concat(), None);
+    assert_eq!((out.code, out.stderr.trim_end().lines().count()), (2, 1), "{}", out.stderr);
+    // An older schema: every reader says to upgrade, and none migrates it for the next.
+    execute(&db.url, "UPDATE contextfold.schema_version SET version = 0");
+    for words in readers(&db.url) {
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let refused = format!("has schema 0 and this build reads schema {POSTGRES_SCHEMA_VERSION}");
+        fails(&db, &run(&words, None), &[&refused, "sessions upgrade --store"]);
     }
 }

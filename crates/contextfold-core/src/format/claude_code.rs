@@ -26,13 +26,15 @@
 //!   (`model`, `usage`, `id`, … are log metadata, not part of a request).
 //! - Consecutive user records (tool results, interruptions, the user's next words) merge
 //!   into one user message, and every user message has its tool_result blocks moved first.
+//!   A record whose `message.role` is `system` (a mid-conversation system message) is a
+//!   system message of its own; [`crate::repair()`] checks where it stands.
 //!   Assistant records with model `<synthetic>` (the CLI's own notices) are kept as text.
 //! - Finally [`crate::repair()`] runs; each fix it applies is appended as a note. Typical
 //!   fixes for a damaged log: two assistant responses left adjacent by a lost user line are
 //!   merged, and a tool call whose result line was lost gets an error result saying so.
 
 use super::FormatError;
-use crate::conversation::{Block, Conversation, Location, Message, Role};
+use crate::conversation::{describe, Block, Conversation, Location, Message, Role};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -165,10 +167,10 @@ impl Scan {
         let record = match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(record)) => record,
             Ok(other) => {
-                let why = format!("expected a JSON object, found {}", kind_of(&other));
+                let why = format!("expected a JSON object, found {}", describe(&other));
                 return self.skip(number, why);
             }
-            Err(err) => return self.skip(number, format!("invalid JSON ({})", json_error(&err))),
+            Err(err) => return self.skip(number, json_error(&err)),
         };
         let role = match record.get("type").and_then(Value::as_str) {
             Some("user") => Role::User,
@@ -227,6 +229,8 @@ fn read_message(role: Role, mut record: Map<String, Value>) -> Result<Record, St
     let Some(Value::Object(mut message)) = record.remove("message") else {
         return Err(format!("the {} record has no `message` object", role.as_str()));
     };
+    // A mid-conversation system message the harness sent rides in a user record.
+    let role = if message.get("role").and_then(Value::as_str) == Some("system") { Role::System } else { role };
     let content = match message.remove("content") {
         Some(Value::String(text)) => vec![Block::text(text)],
         Some(Value::Array(blocks)) => blocks
@@ -239,7 +243,7 @@ fn read_message(role: Role, mut record: Map<String, Value>) -> Result<Record, St
             .collect::<Result<_, _>>()
             .map_err(|err| err.to_string())?,
         Some(other) => {
-            return Err(format!("the message's `content` must be a string or an array, found {}", kind_of(&other)))
+            return Err(format!("the message's `content` must be a string or an array, found {}", describe(&other)))
         }
         None => return Err("the message has no `content`".into()),
     };
@@ -269,9 +273,9 @@ fn build(records: impl Iterator<Item = Record>) -> Vec<Message> {
                     messages.push(Message::new(Role::Assistant, record.content));
                 }
             },
-            Role::User => match messages.last_mut() {
-                Some(last) if last.role == Role::User => last.content.extend(record.content),
-                _ => messages.push(Message::new(Role::User, record.content)),
+            role @ (Role::User | Role::System) => match messages.last_mut() {
+                Some(last) if last.role == role => last.content.extend(record.content),
+                _ => messages.push(Message::new(role, record.content)),
             },
         }
     }
@@ -284,25 +288,9 @@ fn build(records: impl Iterator<Item = Record>) -> Vec<Message> {
     messages
 }
 
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// serde_json's description of a one-line error, with the column instead of "line 1".
+/// What is wrong with a one-line record, with the column instead of "line 1".
 fn json_error(err: &serde_json::Error) -> String {
-    let message = err.to_string();
-    let message = match message.rfind(" at line ") {
-        Some(end) => &message[..end],
-        None => message.as_str(),
-    };
-    format!("{message} at column {}", err.column())
+    format!("invalid JSON at column {}: {}", err.column(), super::explain_json(err))
 }
 
 #[cfg(test)]
@@ -368,7 +356,7 @@ mod tests {
         assert_eq!(
             notes,
             [
-                "line 7: skipped: invalid JSON (EOF while parsing a value at column 15)",
+                "line 7: skipped: invalid JSON at column 15: the text ends where a value should be (is the file empty or cut short?)",
                 "line 8: skipped: expected a JSON object, found an array",
                 "skipped records that are not messages: 1 `summary`",
                 "skipped 1 duplicate records (a `uuid` seen before)",
@@ -409,6 +397,27 @@ mod tests {
             ["skipped 3 re-logged records and dropped 1 re-logged blocks of other records (blocks logged \
              before with the same timestamp: a resumed session repeats its history)"]
         );
+    }
+
+    #[test]
+    fn a_system_message_in_a_user_record_stays_a_system_message_where_it_was() {
+        let system =
+            |uuid: &str, text: &str| record("user", uuid, serde_json::json!({"role": "system", "content": text}));
+        let log = [
+            user("u1", "go".into()),
+            system("s1", "Plan mode is active."),
+            assistant("a1", "msg_1", serde_json::json!({"type": "tool_use", "id": "t1", "name": "A", "input": {}})),
+            user("u2", serde_json::json!([{"type": "tool_result", "tool_use_id": "t1", "content": "1"}])),
+            system("s2", "Plan mode is off."),
+            assistant("a2", "msg_2", serde_json::json!({"type": "text", "text": "done"})),
+        ]
+        .join("\n");
+        let (conversation, notes) = parse(&log).unwrap();
+        let roles: Vec<Role> = conversation.messages.iter().map(|message| message.role).collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::User, Role::System, Role::Assistant]);
+        assert_eq!(conversation.messages[4].content[0].as_text(), Some("Plan mode is off."));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(validate(&conversation).is_empty(), "{:?}", validate(&conversation));
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! Readers and writers for the conversation formats we accept, and autodetection.
 //!
-//! Every reader parses the text into a `serde_json::Value` first (so syntax errors carry a
-//! line and column) and then maps it onto [`Conversation`] (so shape errors carry a message
-//! and block index). Writers restore the input's layout: a bare array stays an array.
+//! Every reader parses the text into a `serde_json::Value` once (so syntax errors carry a
+//! line and column, and say in words what is wrong), detects the format from that value
+//! ([`detect`]), and then maps it onto [`Conversation`] (so shape errors carry a message and
+//! block index). Lone UTF-16 surrogate escapes are read as U+FFFD, with a note. Writers
+//! restore the input's layout: a bare array stays an array, and say what the target format
+//! could not carry ([`lost`]).
 
 pub mod claude_code;
+mod detect;
+pub mod lost;
 pub mod openai;
 pub mod responses;
+mod surrogates;
 
 use crate::conversation::{Conversation, ModelError};
+use lost::Loss;
 use serde_json::Value;
 use std::fmt;
 use std::str::FromStr;
@@ -104,6 +111,15 @@ impl Spans {
             _ => self.messages.push(index..index + 1),
         }
     }
+
+    /// Adds `span` to the last message's entries, when a reader merges a message into the one
+    /// before it after reading.
+    pub(crate) fn extend_last(&mut self, span: std::ops::Range<usize>) {
+        match self.messages.last_mut() {
+            Some(last) => last.end = span.end,
+            None => self.messages.push(span),
+        }
+    }
 }
 
 /// A conversation read from text, with what the reader learned about it.
@@ -117,6 +133,8 @@ pub struct Parsed {
     pub layout: Layout,
     /// What the reader skipped or changed, one sentence each (e.g. unreadable log lines).
     pub notes: Vec<String>,
+    /// What the model could not keep of the input (OpenAI fields it has no place for).
+    pub lost: Vec<Loss>,
 }
 
 /// Input that is not a conversation in the expected format.
@@ -130,7 +148,7 @@ pub enum FormatError {
         line: usize,
         /// 1-based column.
         column: usize,
-        /// serde_json's description.
+        /// What is wrong, in words.
         message: String,
     },
     /// The JSON does not have the shape of a conversation.
@@ -153,82 +171,113 @@ pub enum FormatError {
 }
 
 impl FormatError {
-    /// Wraps a serde_json error, keeping its position.
+    /// Wraps a serde_json error, keeping its position and saying what is wrong in words.
     pub fn json(err: &serde_json::Error) -> FormatError {
-        let message = err.to_string();
-        // serde_json appends " at line L column C"; we print the position ourselves.
-        let message = match message.rfind(" at line ") {
-            Some(end) => message[..end].to_string(),
-            None => message,
-        };
-        FormatError::Json { line: err.line(), column: err.column(), message }
+        FormatError::Json { line: err.line(), column: err.column(), message: explain_json(err) }
     }
 }
 
-/// Guesses the format of `text` from its content.
-///
-/// A single JSON value is OpenAI when its messages use OpenAI-only roles or fields
-/// (`system`/`developer`/`tool` roles, `tool_calls`, `tool_call_id`, `image_url` parts),
-/// and Anthropic otherwise (plain user/assistant strings read the same in both). It is
-/// Responses when it has `input` or `instructions` and no `messages`, or items of types no
-/// other format has ([`responses::looks_like_responses`]). Text that is several JSON
-/// objects, one a line, is a Claude Code log.
+/// serde_json's description of a syntax error, without its position, said as what is wrong.
+pub(crate) fn explain_json(err: &serde_json::Error) -> String {
+    let message = err.to_string();
+    // serde_json appends " at line L column C"; we print the position ourselves.
+    let message = message.rfind(" at line ").map_or(message.as_str(), |end| &message[..end]);
+    let said = match message {
+        "EOF while parsing a list" => "the text ends inside a list (a `[` is never closed; is the file cut short?)",
+        "EOF while parsing an object" => {
+            "the text ends inside an object (a `{` is never closed; is the file cut short?)"
+        }
+        "EOF while parsing a string" => {
+            "the text ends inside a string (a `\"` is never closed; is the file cut short?)"
+        }
+        "EOF while parsing a value" => "the text ends where a value should be (is the file empty or cut short?)",
+        "expected value" => "a JSON value (object, list, string, number, true, false or null) should be here",
+        "expected ident" => "a word here is not true, false or null",
+        "expected `:`" => "a `:` should follow the object key",
+        "expected `,` or `]`" => "a `,` or `]` should follow the list item",
+        "expected `,` or `}`" => "a `,` or `}` should follow the object member",
+        "key must be a string" => "an object key must be a string in double quotes",
+        "trailing comma" => "a comma stands before a closing bracket",
+        "trailing characters" => {
+            "more text follows the JSON value (only one value may be given; JSON Lines are read as a Claude Code log)"
+        }
+        "invalid escape" => {
+            "a string holds a backslash escape JSON does not have (a \\u escape takes four hex digits; a backslash itself is \\\\)"
+        }
+        "invalid number" => "a number is malformed",
+        "number out of range" => "a number is too large to read",
+        "invalid unicode code point" => "a \\u escape names no Unicode character",
+        "unexpected end of hex escape" => "a \\u escape is cut short (it takes four hex digits)",
+        "recursion limit exceeded" => "the JSON nests deeper than 128 levels",
+        "control character (\\u0000-\\u001F) found while parsing a string" => {
+            "a string holds a raw control character (write a line break as \\n and a tab as \\t)"
+        }
+        other => return other.to_string(),
+    };
+    said.to_string()
+}
+
+/// Guesses the format of `text` from its content: a single JSON value is Responses when it
+/// has `input` or `instructions` and no `messages`, or items no other format has
+/// ([`responses::looks_like_responses`]); else Anthropic or OpenAI, decided from markers
+/// only one format has before role names (a top-level `system`, OpenAI-only fields, typed
+/// Anthropic blocks, then `tool`/`developer` roles or a leading `system` message). Several
+/// JSON objects one a line are a Claude Code log.
 pub fn detect(text: &str) -> Result<Format, FormatError> {
     let text = strip_bom(text);
-    match serde_json::from_str::<Value>(text) {
-        Ok(value) => Ok(detect_value(&value)),
-        Err(err) => {
-            if claude_code::looks_like_log(text) {
-                Ok(Format::ClaudeCode)
-            } else {
-                Err(FormatError::json(&err))
-            }
-        }
-    }
-}
-
-fn detect_value(value: &Value) -> Format {
-    if responses::looks_like_responses(value) {
-        return Format::Responses;
-    }
-    let messages = match value {
-        Value::Array(messages) => Some(messages),
-        Value::Object(map) => map.get("messages").and_then(Value::as_array),
-        _ => None,
-    };
-    match messages {
-        Some(messages) if openai::looks_like_openai(messages) => Format::OpenAi,
-        Some(_) => Format::Anthropic,
-        // A lone Claude Code record is one JSON object with a `type` and a `uuid` or `sessionId`.
-        None if claude_code::looks_like_record(value) => Format::ClaudeCode,
-        None => Format::Anthropic,
-    }
+    let (text, _) = surrogates::replace_lone_surrogates(text);
+    Ok(read_json(&text, None)?.0)
 }
 
 fn strip_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
+/// Parses `text` once: its format (given, or detected) and its JSON value (`None` for a
+/// Claude Code log, which is read line by line).
+fn read_json(text: &str, format: Option<Format>) -> Result<(Format, Option<Value>), FormatError> {
+    if format == Some(Format::ClaudeCode) {
+        return Ok((Format::ClaudeCode, None));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => Ok((format.unwrap_or_else(|| detect::detect_value(&value)), Some(value))),
+        Err(_) if format.is_none() && claude_code::looks_like_log(text) => Ok((Format::ClaudeCode, None)),
+        Err(err) => Err(FormatError::json(&err)),
+    }
+}
+
 /// Reads `text` as `format`, or as the detected format when `format` is `None`.
 pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> {
     let text = strip_bom(text);
-    let format = match format {
-        Some(format) => format,
-        None => detect(text)?,
-    };
-    if format == Format::ClaudeCode {
-        let (conversation, notes) = claude_code::parse(text)?;
-        return Ok(Parsed { conversation, format, layout: Layout::Object, notes });
+    let (text, surrogates) = surrogates::replace_lone_surrogates(text);
+    let mut notes = Vec::new();
+    if surrogates > 0 {
+        notes.push(format!(
+            "read {surrogates} lone UTF-16 surrogate escape(s) (half of a `\\ud83d\\ude00` pair, cut apart) as U+FFFD"
+        ));
     }
-    let value: Value = serde_json::from_str(text).map_err(|err| FormatError::json(&err))?;
-    let layout = if value.is_array() { Layout::Array } else { Layout::Object };
-    let conversation = match format {
-        Format::Anthropic => Conversation::from_value(value)?,
-        Format::OpenAi => openai::from_value(value)?,
-        Format::Responses => responses::from_value(value)?,
-        Format::ClaudeCode => unreachable!("handled above"),
+    let (format, value) = read_json(&text, format)?;
+    let (conversation, layout, lost) = match (format, value) {
+        (Format::OpenAi, Some(value)) => {
+            let layout = if value.is_array() { Layout::Array } else { Layout::Object };
+            let (conversation, lost) = openai::read(value)?;
+            (conversation, layout, lost)
+        }
+        (Format::Anthropic, Some(value)) => {
+            let layout = if value.is_array() { Layout::Array } else { Layout::Object };
+            (Conversation::from_value(value)?, layout, Vec::new())
+        }
+        (Format::Responses, Some(value)) => {
+            let layout = if value.is_array() { Layout::Array } else { Layout::Object };
+            (responses::from_value(value)?, layout, Vec::new())
+        }
+        _ => {
+            let (conversation, log_notes) = claude_code::parse(&text)?;
+            notes.extend(log_notes);
+            (conversation, Layout::Object, Vec::new())
+        }
     };
-    Ok(Parsed { conversation, format, layout, notes: Vec::new() })
+    Ok(Parsed { conversation, format, layout, notes, lost })
 }
 
 /// Writes `conversation` as `format` in `layout`, as a JSON value.
@@ -236,6 +285,16 @@ pub fn parse(text: &str, format: Option<Format>) -> Result<Parsed, FormatError> 
 /// A conversation read as Responses and written in another format is first made
 /// [`responses::portable`].
 pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> Result<Value, FormatError> {
+    to_value_with_losses(conversation, format, layout).map(|(value, _)| value)
+}
+
+/// [`to_value`], with what `format` could not carry (nothing for Anthropic, which is the
+/// model's own shape; a bare array also leaves out the top-level fields).
+pub fn to_value_with_losses(
+    conversation: &Conversation,
+    format: Format,
+    layout: Layout,
+) -> Result<(Value, Vec<Loss>), FormatError> {
     let portable;
     let conversation = if format != Format::Responses && responses::is_native(conversation) {
         portable = responses::portable(conversation);
@@ -243,30 +302,41 @@ pub fn to_value(conversation: &Conversation, format: Format, layout: Layout) -> 
     } else {
         conversation
     };
-    let value = match format {
-        Format::Anthropic => conversation.to_value(),
-        Format::OpenAi => openai::to_value(conversation),
-        Format::Responses => responses::to_value(conversation),
+    let (value, lost) = match format {
+        Format::Anthropic => (conversation.to_value(), Vec::new()),
+        Format::OpenAi => openai::write(conversation),
+        Format::Responses => (responses::to_value(conversation), Vec::new()),
         Format::ClaudeCode => return Err(FormatError::ReadOnly(format)),
     };
     let list = if format == Format::Responses { "input" } else { "messages" };
-    Ok(match (layout, value) {
+    let value = match (layout, value) {
         (Layout::Array, Value::Object(mut map)) => map.remove(list).unwrap_or(Value::Array(Vec::new())),
         (_, value) => value,
-    })
+    };
+    Ok((value, lost))
 }
 
 /// Writes `conversation` as pretty-printed JSON text, ending in a newline.
 pub fn write(conversation: &Conversation, format: Format, layout: Layout) -> Result<String, FormatError> {
-    let value = to_value(conversation, format, layout)?;
+    write_with_losses(conversation, format, layout).map(|(text, _)| text)
+}
+
+/// [`write`], with what `format` could not carry.
+pub fn write_with_losses(
+    conversation: &Conversation,
+    format: Format,
+    layout: Layout,
+) -> Result<(String, Vec<Loss>), FormatError> {
+    let (value, lost) = to_value_with_losses(conversation, format, layout)?;
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
-    Ok(text)
+    Ok((text, lost))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Role;
 
     #[test]
     fn detects_formats() {
@@ -282,7 +352,12 @@ mod tests {
     fn json_errors_have_positions() {
         let err = parse("{\n  \"messages\": [,]\n}", None).unwrap_err();
         assert!(matches!(err, FormatError::Json { line: 2, column: 16, .. }), "{err:?}");
-        assert_eq!(err.to_string(), "invalid JSON at line 2, column 16: expected value");
+        assert_eq!(
+            err.to_string(),
+            "invalid JSON at line 2, column 16: a JSON value (object, list, string, number, true, false or null) should be here"
+        );
+        let err = parse("{\"messages\": [", None).unwrap_err();
+        assert_eq!(err.to_string(), "invalid JSON at line 1, column 14: the text ends inside a list (a `[` is never closed; is the file cut short?)");
     }
 
     #[test]
@@ -313,6 +388,31 @@ mod tests {
         assert_eq!(conversation.messages.len(), spans.messages.len());
         let (_, none) = responses::from_value_spanned(serde_json::json!({"input": "hi"})).unwrap();
         assert_eq!(none, Spans::default());
+    }
+
+    #[test]
+    fn spans_follow_later_system_messages_kept_or_read_as_user_text() {
+        let chat = serde_json::json!([
+            {"role": "user", "content": "hi"}, {"role": "developer", "content": "mode changed"},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"},
+            {"role": "system", "content": "between two user messages"}, {"role": "user", "content": "more"}
+        ]);
+        let (conversation, spans) = openai::from_value_spanned(chat).unwrap();
+        assert_eq!(conversation.messages[1].role, Role::System);
+        assert_eq!(spans, Spans { system: 0, messages: vec![0..1, 1..2, 2..3, 3..6] });
+        let responses = serde_json::json!({"input": [
+            {"type": "message", "role": "developer", "content": "p"},
+            {"type": "message", "role": "user", "content": "q"},
+            {"type": "message", "role": "developer", "content": "between two user messages"},
+            {"type": "message", "role": "user", "content": "r"},
+            {"type": "message", "role": "system", "content": "kept"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]},
+            {"type": "message", "role": "user", "content": "s"}
+        ]});
+        let (conversation, spans) = responses::from_value_spanned(responses).unwrap();
+        let roles: Vec<Role> = conversation.messages.iter().map(|message| message.role).collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::User]);
+        assert_eq!(spans, Spans { system: 1, messages: vec![1..4, 4..5, 5..6, 6..7] });
     }
 
     #[test]

@@ -95,11 +95,15 @@ struct Cycle {
     text: bool,
     /// The user message with the results also carries a text block (an interruption note).
     user_note: bool,
+    /// A mid-conversation system message follows the results.
+    system_note: bool,
 }
 
 #[derive(Debug, Clone)]
 struct Turn {
     image: bool,
+    /// A mid-conversation system message follows the user's ask.
+    system_note: bool,
     cycles: Vec<Cycle>,
     final_thinking: bool,
 }
@@ -141,8 +145,20 @@ fn call_strategy() -> impl Strategy<Value = Call> {
 }
 
 fn cycle_strategy() -> impl Strategy<Value = Cycle> {
-    (prop::collection::vec(call_strategy(), 1..=4), any::<bool>(), any::<bool>(), prop::bool::weighted(0.1))
-        .prop_map(|(calls, thinking, text, user_note)| Cycle { calls, thinking, text, user_note })
+    (
+        prop::collection::vec(call_strategy(), 1..=4),
+        any::<bool>(),
+        any::<bool>(),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(calls, thinking, text, user_note, system_note)| Cycle {
+            calls,
+            thinking,
+            text,
+            user_note,
+            system_note,
+        })
 }
 
 fn turn_strategy() -> impl Strategy<Value = Turn> {
@@ -151,11 +167,8 @@ fn turn_strategy() -> impl Strategy<Value = Turn> {
         // A long single turn: many tool cycles and no user text in between.
         1 => prop::collection::vec(cycle_strategy(), 10..40),
     ];
-    (prop::bool::weighted(0.2), cycles, any::<bool>()).prop_map(|(image, cycles, final_thinking)| Turn {
-        image,
-        cycles,
-        final_thinking,
-    })
+    (prop::bool::weighted(0.2), prop::bool::weighted(0.15), cycles, any::<bool>())
+        .prop_map(|(image, system_note, cycles, final_thinking)| Turn { image, system_note, cycles, final_thinking })
 }
 
 fn spec_strategy() -> impl Strategy<Value = Spec> {
@@ -294,6 +307,16 @@ impl Builder {
         let text = cycle.text.then_some("I'll look at the code next.");
         let ids = self.assistant(cycle.thinking, text, &cycle.calls);
         self.results(&ids, &cycle.calls, cycle.user_note);
+        if cycle.system_note {
+            self.system_note();
+        }
+    }
+
+    /// A mid-conversation system message, numbered so that each one can be found again.
+    fn system_note(&mut self) {
+        self.next_id += 1;
+        let text = format!("System note {}: run the tests before you finish.", self.next_id);
+        self.messages.push(json!({"role": "system", "content": text}));
     }
 }
 
@@ -308,6 +331,9 @@ fn build(spec: &Spec) -> Conversation {
             ]}));
         } else {
             builder.messages.push(json!({"role": "user", "content": ask}));
+        }
+        if turn.system_note {
+            builder.system_note();
         }
         for cycle in &turn.cycles {
             builder.cycle(cycle);
@@ -657,12 +683,15 @@ fn check_plan(
     let tail_tokens: u64 = counts[plan.cut.index..].iter().sum();
     let first_pinned = !plan.pinned.is_empty() && plan.previous_summary.is_none();
     let pinned_message = if first_pinned { counts[0] } else { 0 };
+    // The head's system messages are kept verbatim, not folded.
+    let kept: u64 =
+        (1..plan.cut.index).filter(|&index| messages[index].role == Role::System).map(|index| counts[index]).sum();
     if plan.tail_tokens != tail_tokens
         || plan.total_tokens != counts.iter().sum::<u64>()
-        || plan.head_tokens + plan.tail_tokens + pinned_message != plan.total_tokens
+        || plan.head_tokens + plan.tail_tokens + pinned_message + kept != plan.total_tokens
     {
         return Err(format!(
-            "token accounting: head {} + tail {} (counted {tail_tokens}) + pinned message {pinned_message} != total {}",
+            "token accounting: head {} + tail {} (counted {tail_tokens}) + pinned message {pinned_message} + kept system {kept} != total {}",
             plan.head_tokens, plan.tail_tokens, plan.total_tokens
         ));
     }
@@ -689,11 +718,15 @@ fn check_plan(
     if (plan.head_tokens as f64) < config.min_progress * plan.total_tokens as f64 {
         return Err("the head is smaller than min_progress".into());
     }
-    let assembled = assemble(conversation, Some("s"), &plan.pinned, tail);
+    if tail.first().is_some_and(|first| first.role == Role::System) {
+        return Err(format!("the tail starts with a system message (cut {:?})", plan.cut));
+    }
+    let assembled = plan.assemble(conversation, Some("s"));
     let problems = validate(&assembled);
     if !problems.is_empty() {
         return Err(format!("assembled conversation is invalid (cut {:?}): {problems:?}", plan.cut));
     }
+    check_system_messages_kept(conversation, &assembled, plan.cut.index)?;
     if assembled.system != conversation.system
         || assembled.tools != conversation.tools
         || assembled.extra != conversation.extra
@@ -701,6 +734,40 @@ fn check_plan(
         return Err("assemble lost the system prompt, tools or request fields".into());
     }
     Ok(assembled)
+}
+
+/// The texts of the system messages of `messages`, in order.
+fn system_texts(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter(|message| message.role == Role::System)
+        .flat_map(|message| message.content.iter().filter_map(Block::as_text))
+        .collect()
+}
+
+/// Every system message of `input` is in `output` verbatim and in order, never first; those
+/// of the tail are where they were (counted from the end), byte for byte.
+fn check_system_messages_kept(input: &Conversation, output: &Conversation, cut: usize) -> Result<(), String> {
+    if output.messages.first().is_some_and(|first| first.role == Role::System) {
+        return Err("the output starts with a system message".into());
+    }
+    let (before, after) = (system_texts(&input.messages), system_texts(&output.messages));
+    if before != after {
+        return Err(format!("system messages changed: {before:?} became {after:?}"));
+    }
+    // Counted from the end, the output is the tail from its second message on (its first
+    // merges with the summary message); the head's system messages may join the tail's own
+    // second message, ahead of its blocks.
+    let tail = &input.messages[cut..];
+    let end = &output.messages[output.messages.len() - tail.len()..];
+    for (offset, (kept, original)) in end.iter().zip(tail).enumerate().skip(1) {
+        let same = kept == original
+            || (offset == 1 && original.role == Role::System && kept.content.ends_with(&original.content));
+        if !same {
+            return Err(format!("the tail's message {} changed", cut + offset));
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -716,6 +783,23 @@ proptest! {
         prop_assert!(problems.is_empty(), "{:?}", problems);
         // The generator covers what it claims to, now and then.
         prop_assert_eq!(conversation.messages[0].role, Role::User);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Replay asks for the last cut of every prefix in one pass; it must agree with
+    /// `boundaries` of each prefix.
+    #[test]
+    fn last_cuts_match_the_boundaries_of_every_prefix(conversation in conversation_strategy()) {
+        let messages = &conversation.messages;
+        let cuts = contextfold_core::boundary::last_cuts(messages);
+        prop_assert_eq!(cuts.len(), messages.len() + 1);
+        for (end, cut) in cuts.iter().enumerate() {
+            let expected = contextfold_core::boundary::boundaries(&messages[..end]).last().map(|cut| cut.index);
+            prop_assert_eq!(*cut, expected, "prefix of {} messages", end);
+        }
     }
 }
 
@@ -802,7 +886,7 @@ proptest! {
     ) {
         // Compact, let the conversation grow, compact again: the old summary is folded in.
         let Ok(first) = plan(&conversation, &config, &Chars4) else { return Ok(()) };
-        let compacted = assemble(&conversation, Some("first summary"), &first.pinned, first.tail(&conversation));
+        let compacted = first.assemble(&conversation, Some("first summary"));
         prop_assume!(compacted.messages.last().is_some_and(|last| last.role == Role::Assistant && !last.has_tool_use()));
         let mut grown = compacted.clone();
         grown.messages.extend(more.messages.iter().cloned().map(|mut message| {
@@ -870,6 +954,7 @@ fn the_generator_reaches_the_interesting_cases() {
         note("ends with results", last.role == Role::User && !is_turn_start(last));
         note("thinking in the current loop", first_thinking_of_current_loop(messages).is_some());
         note("a parallel batch", messages.iter().any(|message| message.tool_use_ids().count() > 1));
+        note("a system message", messages.iter().any(|message| message.role == Role::System));
         note("a single turn of 40+ messages", {
             let starts: Vec<usize> =
                 (0..messages.len()).filter(|&index| is_turn_start(&messages[index])).chain([messages.len()]).collect();
@@ -894,6 +979,11 @@ fn the_generator_reaches_the_interesting_cases() {
                 note("plan", true);
                 note("plan cut at a tool cycle", planned.cut.kind.name() == "tool_cycle");
                 note("plan cut at a turn start", planned.cut.kind.name() == "turn_start");
+                note("plan keeps a head system message", planned.kept_system(&conversation).next().is_some());
+                note(
+                    "plan keeps a tail system message",
+                    planned.tail(&conversation).iter().any(|message| message.role == Role::System),
+                );
                 note("plan over budget", planned.notes.iter().any(|note| note.contains("over the budget")));
                 note(
                     "plan cut at the loop's thinking",
@@ -913,11 +1003,13 @@ fn the_generator_reaches_the_interesting_cases() {
 #[test]
 fn the_checks_catch_broken_plans_and_evictions() {
     let call = |op: Op, file: usize| Call { op, file, lines: 60, payload: Payload::Text, variant: 0 };
-    let cycle = |thinking: bool, calls: Vec<Call>| Cycle { calls, thinking, text: false, user_note: false };
+    let cycle =
+        |thinking: bool, calls: Vec<Call>| Cycle { calls, thinking, text: false, user_note: false, system_note: false };
     let conversation = build(&Spec {
         system: false,
         turns: vec![Turn {
             image: false,
+            system_note: false,
             cycles: vec![
                 cycle(false, vec![call(Op::Read, 0), call(Op::Cat, 2)]),
                 cycle(true, vec![call(Op::Read, 1)]),
@@ -944,6 +1036,16 @@ fn the_checks_catch_broken_plans_and_evictions() {
     assert_ne!(block_counts(&removed), block_counts(&conversation));
     assert!(check_tail_keeps_pairs(&conversation.messages[2..]).is_err());
     assert!(check_tail_keeps_pairs(&conversation.messages[3..]).is_ok());
+    // A head system message folded into the summary (plain `assemble`) is caught.
+    let mut with_system = conversation.clone();
+    with_system.messages.insert(1, Message::text(Role::System, "plan mode"));
+    let planned = plan(&with_system, &config, &Chars4).expect("a plan");
+    assert!(planned.cut.index > 1);
+    let folded = assemble(&with_system, Some("s"), &planned.pinned, planned.tail(&with_system));
+    let err = check_system_messages_kept(&with_system, &folded, planned.cut.index).expect_err("caught");
+    assert!(err.contains("system messages changed"), "{err}");
+    check_system_messages_kept(&with_system, &planned.assemble(&with_system, Some("s")), planned.cut.index)
+        .expect("the plan keeps it");
 }
 
 /// A fixed scenario the generator makes often: the current loop has thinking from its second
@@ -956,13 +1058,15 @@ fn the_current_loops_thinking_survives_a_tight_budget() {
         thinking,
         text: false,
         user_note: false,
+        system_note: false,
     };
     let spec = Spec {
         system: false,
         turns: vec![
-            Turn { image: false, cycles: vec![cycle(false, 0); 3], final_thinking: true },
+            Turn { image: false, system_note: false, cycles: vec![cycle(false, 0); 3], final_thinking: true },
             Turn {
                 image: false,
+                system_note: false,
                 cycles: vec![cycle(false, 2), cycle(true, 0), cycle(false, 1), cycle(true, 3), cycle(false, 2)],
                 final_thinking: false,
             },

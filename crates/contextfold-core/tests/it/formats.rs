@@ -217,7 +217,10 @@ fn mclaude_import_reports_lost_lines_and_keeps_the_converted_sessions_tool_calls
     };
     let (conversation, notes) = format::claude_code::parse(&log).expect("imports");
     let invalid: Vec<&String> = notes.iter().filter(|note| note.contains("skipped: invalid JSON")).collect();
-    assert!(invalid.first().is_some_and(|note| note.starts_with("line 26: skipped: invalid JSON (")), "{notes:#?}");
+    assert!(
+        invalid.first().is_some_and(|note| note.starts_with("line 26: skipped: invalid JSON at column ")),
+        "{notes:#?}"
+    );
     assert!(
         notes.iter().any(|note| note.contains("2 `system`") && note.contains("8 `file-history-snapshot`")),
         "{notes:#?}"
@@ -306,7 +309,7 @@ fn small_claude_code_log_imports_exactly() {
     assert_eq!(
         parsed.notes,
         [
-            "line 11: skipped: invalid JSON (EOF while parsing a string at column 266)",
+            "line 11: skipped: invalid JSON at column 266: the text ends inside a string (a `\"` is never closed; is the file cut short?)",
             "skipped records that are not messages: 1 `file-history-snapshot`, 1 `summary`",
             "skipped 1 duplicate records (a `uuid` seen before)",
             "skipped 1 re-logged records (blocks logged before with the same timestamp: a resumed session \
@@ -359,4 +362,139 @@ fn small_openai_request_reads_and_writes_back_unchanged() {
     let again = format::parse(&anthropic, None).expect("reads");
     assert_eq!(again.format, Format::Anthropic);
     assert_eq!(calls(&again.conversation), calls(conversation));
+}
+
+/// Hardening 20: detection decides from decisive markers before role names. An Anthropic
+/// body with a top-level `system`, typed blocks and a mid-conversation system message was
+/// read as OpenAI (system 0 tokens, 3 of 5 messages). Every fixture and corpus file must be
+/// detected as what it is, with and without a system message inserted mid-way.
+#[test]
+fn hardening_20_detection_names_every_fixture_and_corpus_file() {
+    let mut files: Vec<(String, String, Format)> = Vec::new();
+    let own = |name: &str, format| (name.to_string(), own_fixture(name), format);
+    files.push(own("openai-small.json", Format::OpenAi));
+    files.push(own("claude-code-small.jsonl", Format::ClaudeCode));
+    files.push(own("swe-style.json", Format::Anthropic));
+    for rule in [
+        "alternation",
+        "dangling-use",
+        "duplicate-id",
+        "empty-text",
+        "first-not-user",
+        "orphan-result",
+        "result-not-first",
+    ] {
+        files.push(own(&format!("invalid/{rule}.json"), Format::Anthropic));
+    }
+    for name in ["missing-id.json", "no-messages.json", "unknown-role.json"] {
+        files.push(own(&format!("malformed/{name}"), Format::Anthropic));
+    }
+    let example = Path::new(OWN_FIXTURES).join("../../examples/session.json");
+    files.push((
+        "examples/session.json".into(),
+        std::fs::read_to_string(example).expect("the example"),
+        Format::Anthropic,
+    ));
+    for name in ["general-tool-calls.jsonl", "images-in-tool-results.jsonl", "mclaude-95f81cf4.jsonl"] {
+        if let Some(log) = claude_code_log(name) {
+            files.push((name.into(), log, Format::ClaudeCode));
+        }
+    }
+    if let Some(sessions) = corpus() {
+        files.extend(sessions.into_iter().map(|(name, text)| (name, text, Format::Anthropic)));
+    }
+    let mut with_system = 0;
+    for (name, text, format) in &files {
+        assert_eq!(format::detect(text), Ok(*format), "{name}");
+        // A mid-conversation system message after the first user message changes nothing.
+        let Ok(mut value) = serde_json::from_str::<Value>(text) else { continue };
+        let messages = match &mut value {
+            Value::Array(messages) => messages,
+            Value::Object(map) => match map.get_mut("messages").and_then(Value::as_array_mut) {
+                Some(messages) => messages,
+                None => continue,
+            },
+            _ => continue,
+        };
+        if messages.len() < 2 || messages[0]["role"] != "user" {
+            continue;
+        }
+        messages.insert(1, json!({"role": "system", "content": "From now on, answer briefly."}));
+        assert_eq!(format::detect(&value.to_string()), Ok(*format), "{name} with a system message");
+        with_system += 1;
+    }
+    // The body of the report: top-level system blocks, tool blocks, one system message.
+    let body = json!({
+        "model": "claude-opus-4-8", "max_tokens": 32000,
+        "system": [{"type": "text", "text": "x-anthropic-billing-header: cc"}, {"type": "text", "text": "You are Claude Code."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "list the files"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a b"}]},
+            {"role": "system", "content": "Plan mode is active."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]}
+        ]
+    });
+    let parsed = format::parse(&body.to_string(), None).expect("reads");
+    assert_eq!(parsed.format, Format::Anthropic);
+    assert_eq!(parsed.conversation.messages.len(), 5);
+    assert!(matches!(&parsed.conversation.system, Some(System::Blocks(blocks)) if blocks.len() == 2));
+    assert!(validate(&parsed.conversation).is_empty(), "{:?}", problems(&parsed.conversation));
+    println!("detected {} files ({with_system} also with a system message inserted)", files.len());
+}
+
+/// Hardening 11: a lone surrogate escape (Node writes them into Claude Code logs) made the
+/// whole file fail with "unexpected end of hex escape", and dropped the record in a log.
+#[test]
+fn hardening_11_lone_surrogates_read_as_replacement_characters_with_a_note() {
+    let text = r#"{"messages": [{"role": "user", "content": "a \ud83d b"}]}"#;
+    let parsed = format::parse(text, None).expect("reads");
+    assert_eq!(parsed.conversation.messages[0].content[0].as_text(), Some("a \u{fffd} b"));
+    assert_eq!(parsed.notes.len(), 1, "{:?}", parsed.notes);
+    assert!(parsed.notes[0].contains("1 lone UTF-16 surrogate"), "{:?}", parsed.notes);
+    let log = [
+        json!({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "go"}}).to_string(),
+        r#"{"type": "assistant", "uuid": "a1", "message": {"role": "assistant", "id": "m1", "content": [{"type": "text", "text": "cut \udc00 here"}]}}"#.to_string(),
+    ]
+    .join("\n");
+    let parsed = format::parse(&log, None).expect("reads");
+    assert_eq!(parsed.format, Format::ClaudeCode);
+    assert_eq!(parsed.conversation.messages.len(), 2, "the record is kept: {:?}", parsed.notes);
+    assert_eq!(parsed.conversation.messages[1].content[0].as_text(), Some("cut \u{fffd} here"));
+    // A file that must be rejected says what is wrong in words, with its place.
+    let err = format::parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x \\u12\"}]}", None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid JSON at line 1, column 51: a string holds a backslash escape JSON does not have \
+         (a \\u escape takes four hex digits; a backslash itself is \\\\)"
+    );
+    let err = format::parse("{\"messages\": [\n", None).unwrap_err();
+    assert!(
+        err.to_string().ends_with("the text ends inside a list (a `[` is never closed; is the file cut short?)"),
+        "{err}"
+    );
+}
+
+/// A later system or developer item of a Responses request is a mid-conversation system
+/// message where the rules allow one, user text elsewhere; either way it is written back
+/// byte for byte.
+#[test]
+fn responses_system_items_are_system_messages_where_allowed() {
+    let message = |role: &str, text: &str| json!({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]});
+    let request = json!({"model": "gpt-5", "input": [
+        message("user", "go"),
+        message("developer", "plan mode"),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        message("user", "more"),
+        message("system", "between two user messages"),
+        message("user", "and more")
+    ]});
+    let text = serde_json::to_string(&request).unwrap();
+    let parsed = format::parse(&text, None).expect("reads");
+    assert_eq!(parsed.format, Format::Responses);
+    let roles: Vec<&str> = parsed.conversation.messages.iter().map(|message| message.role.as_str()).collect();
+    assert_eq!(roles, ["user", "system", "assistant", "user"]);
+    assert!(validate(&parsed.conversation).is_empty(), "{:?}", problems(&parsed.conversation));
+    let written = format::to_value(&parsed.conversation, Format::Responses, parsed.layout).unwrap();
+    assert_eq!(serde_json::to_string(&written).unwrap(), text);
 }

@@ -2,12 +2,16 @@
 //! they talk to is a local one: the proxy and a scripted mock upstream, on 127.0.0.1.
 
 mod cache;
+mod claude_code;
+mod clients;
 mod common;
 mod corpus;
 mod faults;
 mod identity;
 mod mock;
 mod openai;
+mod replay_cost;
+mod sdk;
 mod security;
 mod sessions;
 mod streaming;

@@ -397,11 +397,15 @@ pub mod canned {
     }
 
     fn message_start(id: &str) -> Frame {
+        message_start_counting(id, 1200)
+    }
+
+    fn message_start_counting(id: &str, input_tokens: u64) -> Frame {
         event(
             "message_start",
             &json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
                 "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 1200, "output_tokens": 1}}}),
+                "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
         )
     }
 
@@ -480,6 +484,35 @@ pub mod canned {
             json_deltas(&input.to_string()),
         ));
         frames.extend(message_end("tool_use"));
+        frames
+    }
+
+    /// The stream of a message `id` with `content` (text, signed thinking, tool calls; any
+    /// other block whole in its start event), as the API streams it: a ping, each block's
+    /// start, deltas and stop, and a `message_start` whose usage says `input_tokens`.
+    pub fn message_stream(id: &str, content: &Value, stop_reason: &str, input_tokens: u64) -> Vec<Frame> {
+        let mut frames = vec![message_start_counting(id, input_tokens), event("ping", &json!({"type": "ping"}))];
+        for (index, whole) in content.as_array().into_iter().flatten().enumerate() {
+            let (start, deltas) = match whole["type"].as_str() {
+                Some("text") => {
+                    (json!({"type": "text", "text": ""}), text_deltas(whole["text"].as_str().unwrap_or_default()))
+                }
+                Some("thinking") => (
+                    json!({"type": "thinking", "thinking": ""}),
+                    vec![
+                        json!({"type": "thinking_delta", "thinking": whole["thinking"]}),
+                        json!({"type": "signature_delta", "signature": whole["signature"]}),
+                    ],
+                ),
+                Some("tool_use") => (
+                    json!({"type": "tool_use", "id": whole["id"], "name": whole["name"], "input": {}}),
+                    json_deltas(&whole["input"].to_string()),
+                ),
+                _ => (whole.clone(), vec![]),
+            };
+            frames.extend(block(index, start, deltas));
+        }
+        frames.extend(message_end(stop_reason));
         frames
     }
 

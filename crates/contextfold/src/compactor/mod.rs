@@ -37,7 +37,7 @@ use crate::redact::Redactor;
 use crate::store::{Origin, SessionId, SessionStore, StoreError};
 use crate::summarize::{Extractive, Summarizer};
 use contextfold_core::tokens::{TokenCounter, Tokenizer};
-use contextfold_core::{Conversation, Message, Problem};
+use contextfold_core::{Conversation, Message, Problem, Rule};
 use std::sync::Arc;
 
 /// A compaction that could not produce a valid conversation.
@@ -68,6 +68,10 @@ pub enum CompactError {
         /// Tokens of the newest turn that cannot be cut.
         tail: u64,
     },
+    /// The input breaks provider rules that repair cannot fix without inventing content (every
+    /// message empty, a tool call whose input is not an object): an input error, not a bug.
+    #[error("{}", input_problems(.0))]
+    Input(Vec<Problem>),
     /// The result broke a provider rule: a bug in contextfold, reported instead of written.
     #[error("compaction produced an invalid conversation (a bug; please report it): {}", .0.first().map(ToString::to_string).unwrap_or_default())]
     Invalid(Vec<Problem>),
@@ -80,6 +84,25 @@ pub enum CompactError {
         /// The compaction, complete but not stored.
         compacted: Box<Compacted>,
     },
+}
+
+/// One sentence for an input that repair cannot make valid.
+fn input_problems(problems: &[Problem]) -> String {
+    match problems.first() {
+        Some(problem) if problem.rule == Rule::NoMessages => {
+            "the conversation has nothing to compact: every message is empty (repair removes messages with no \
+             content); give at least one message with content"
+                .into()
+        }
+        Some(problem) => format!(
+            "the conversation breaks a rule repair cannot fix without inventing content ({problem}{}); fix the input",
+            match problems.len() {
+                1 => String::new(),
+                more => format!(", and {} more", more - 1),
+            }
+        ),
+        None => "the conversation cannot be compacted".into(),
+    }
 }
 
 /// Compacts conversations with a summarizer, a summary cache and a token counter.

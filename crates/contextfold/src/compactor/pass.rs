@@ -13,7 +13,7 @@ use crate::store::{head_hash, Summary};
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};
 use contextfold_core::evict::{evict_with_ledger, is_evicted, EvictConfig};
 use contextfold_core::plan::{plan_with_counts, NoCut, PinFirst, Plan};
-use contextfold_core::summary::{assemble, with_recall_note};
+use contextfold_core::summary::with_recall_note;
 use contextfold_core::tokens::{Thousands, TokenCounter, TokenLedger};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Role, ToolResult};
 use std::collections::HashMap;
@@ -71,6 +71,11 @@ impl<'a> Pass<'a> {
     /// Runs every step the target asks for. `originals` are the messages as the caller has
     /// them: payloads an earlier pass evicted or clipped are summarized from there.
     pub(super) async fn run(mut self, originals: &[Message]) -> Result<Compacted, CompactError> {
+        // What repair leaves invalid is the input's fault: say so before any work is done.
+        let problems = validate(&self.work);
+        if !problems.is_empty() {
+            return Err(CompactError::Input(problems));
+        }
         if self.report.tokens_before <= self.target {
             self.report.tokens_after = self.report.tokens_before;
             return self.finish();
@@ -171,7 +176,7 @@ impl<'a> Pass<'a> {
         self.report.turns_folded =
             head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
         self.report.messages_folded = head.len();
-        self.work = assemble(&self.work, Some(&summary), &plan.pinned, plan.tail(&self.work));
+        self.work = plan.assemble(&self.work, Some(&summary));
         self.steps.push(Step::Summarize);
         Ok(())
     }

@@ -11,21 +11,31 @@
 //! input is `cache reads × 0.1 + cache writes × 1.25` of the input price, or every input
 //! token at `1.0` with caching off; output is billed at the output price. Summarizer calls
 //! are billed too, their input uncached.
+//!
+//! Each strategy is replayed as if it ran alone: it gets its own copy of the compactor with
+//! an empty summary cache, so no strategy is served summaries another one paid for. A call
+//! costs what changed: a strategy's step says how many messages of its previous request it
+//! kept and what follows them, and the request is updated in place ([`request`]).
 
+mod extract_probes;
+mod probe_set;
+mod probes;
+mod request;
 pub mod strategies;
 
+use crate::cache::LruCache;
 use crate::compactor::Compactor;
 use crate::summarize::Usage;
-use contextfold_core::boundary::boundaries;
-use contextfold_core::check::normalize;
-use contextfold_core::extract::extract;
-use contextfold_core::hash::{canonical_json, hash_bytes, message_fingerprint};
-use contextfold_core::probe::{is_recalled, join_texts, message_text, probes, ProbeKind};
-use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter};
-use contextfold_core::tools::Preset;
+use contextfold_core::boundary::last_cuts;
+use contextfold_core::harness::session_family;
+use contextfold_core::probe::ProbeKind;
+use contextfold_core::tokens::{count_system, count_tools, TokenCounter};
 use contextfold_core::{Conversation, Message, Role};
+use probes::{Folding, History, Tally};
+use request::{paths_read, BlockCounts, Request};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use strategies::{strategy, Setting};
 
 /// Model prices in US dollars per million tokens.
@@ -80,6 +90,27 @@ pub struct ReplayConfig {
     pub trigger: f64,
     /// contextfold compacts to this share of the usable window.
     pub target: f64,
+    /// Told after every call replayed (of any strategy), e.g. to move a progress bar.
+    pub progress: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// One call as a strategy sent it, for `replay --dump-requests`.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord<'a> {
+    /// The strategy.
+    pub strategy: &'a str,
+    /// The index of the assistant message this call produced.
+    pub i: usize,
+    /// The request's messages, exactly as sent.
+    pub messages: &'a [Message],
+    /// Whether the strategy compacted before this call.
+    pub compacted: bool,
+    /// Summarizer calls made for it.
+    pub summarizer_calls: usize,
+    /// Their input tokens.
+    pub summarizer_input_tokens: u64,
+    /// Their output tokens.
+    pub summarizer_output_tokens: u64,
 }
 
 /// The measurements of one strategy (over one session, or summed over several).
@@ -115,14 +146,29 @@ pub struct StrategyResult {
     pub cost_usd: f64,
     /// Cost relative to `none` (1.0 = the same).
     pub cost_vs_none: f64,
-    /// Share of probes recalled (1.0 when there were none).
+    /// Share of the independent probes recalled (1.0 when there were none).
     pub probe_recall: f64,
-    /// Probes checked.
+    /// Independent probes checked.
     pub probes: usize,
-    /// Probes recalled.
+    /// Independent probes recalled.
     pub probes_recalled: usize,
-    /// (checked, recalled) by probe kind.
+    /// (checked, recalled) of the independent probes by kind.
     pub recall_by_kind: BTreeMap<String, (usize, usize)>,
+    /// Share of the probes from `extract` facts recalled (1.0 when there were none).
+    pub extract_recall: f64,
+    /// Probes from `extract` facts checked.
+    pub extract_probes: usize,
+    /// Probes from `extract` facts recalled.
+    pub extract_probes_recalled: usize,
+    /// (checked, recalled) of the probes from `extract` facts by kind.
+    pub extract_recall_by_kind: BTreeMap<String, (usize, usize)>,
+    /// Compactions whose request holds more than one summary header.
+    pub nested_summary_steps: usize,
+    /// Recorded reads of a file whose earlier read the request showed only as a pointer or
+    /// placeholder, none whole: the re-reads eviction caused.
+    pub rereads_after_evict: usize,
+    /// The same, by agent family (`claude-code`, `mini-swe-agent`, …, `other`).
+    pub rereads_after_evict_by_family: BTreeMap<String, usize>,
     /// Compactions.
     pub compactions: usize,
     /// Request tokens per call, for plots.
@@ -150,13 +196,35 @@ impl StrategyResult {
         self.cost_usd += other.cost_usd;
         self.probes += other.probes;
         self.probes_recalled += other.probes_recalled;
-        for (kind, (checked, recalled)) in &other.recall_by_kind {
-            let entry = self.recall_by_kind.entry(kind.clone()).or_default();
-            entry.0 += checked;
-            entry.1 += recalled;
+        add_kinds(&mut self.recall_by_kind, &other.recall_by_kind);
+        self.extract_probes += other.extract_probes;
+        self.extract_probes_recalled += other.extract_probes_recalled;
+        add_kinds(&mut self.extract_recall_by_kind, &other.extract_recall_by_kind);
+        self.nested_summary_steps += other.nested_summary_steps;
+        self.rereads_after_evict += other.rereads_after_evict;
+        for (family, rereads) in &other.rereads_after_evict_by_family {
+            *self.rereads_after_evict_by_family.entry(family.clone()).or_default() += rereads;
         }
         self.compactions += other.compactions;
         self.probe_recall = recall(self.probes, self.probes_recalled);
+        self.extract_recall = recall(self.extract_probes, self.extract_probes_recalled);
+    }
+
+    fn set_tallies(&mut self, independent: Tally, extracted: Tally) {
+        (self.probes, self.probes_recalled, self.recall_by_kind) =
+            (independent.checked, independent.recalled, independent.by_kind);
+        (self.extract_probes, self.extract_probes_recalled, self.extract_recall_by_kind) =
+            (extracted.checked, extracted.recalled, extracted.by_kind);
+        self.probe_recall = recall(self.probes, self.probes_recalled);
+        self.extract_recall = recall(self.extract_probes, self.extract_probes_recalled);
+    }
+}
+
+fn add_kinds(into: &mut BTreeMap<String, (usize, usize)>, from: &BTreeMap<String, (usize, usize)>) {
+    for (kind, (checked, recalled)) in from {
+        let entry = into.entry(kind.clone()).or_default();
+        entry.0 += checked;
+        entry.1 += recalled;
     }
 }
 
@@ -179,105 +247,56 @@ pub fn relate_to_none(results: &mut [StrategyResult]) {
     }
 }
 
-/// Per-block token counts, memoised by content hash: requests share most blocks.
-struct BlockCounts {
-    counter: &'static dyn TokenCounter,
-    memo: HashMap<u64, u64>,
-}
-
-impl BlockCounts {
-    /// The (hash, tokens) of every block of `message`, role included in the hash.
-    fn message(&mut self, message: &Message) -> Vec<(u64, u64)> {
-        message
-            .content
-            .iter()
-            .map(|block| {
-                let hash =
-                    hash_bytes(format!("{}:{}", message.role.as_str(), canonical_json(&block.to_value())).as_bytes());
-                let tokens = *self.memo.entry(hash).or_insert_with(|| count_block(self.counter, block));
-                (hash, tokens)
-            })
-            .collect()
-    }
-}
-
-/// One request as (hash, tokens) per block, kept per message so an unchanged message is
-/// not hashed again; with each message's fingerprint.
-#[derive(Default)]
-struct Request {
-    messages: Vec<Message>,
-    blocks: Vec<Vec<(u64, u64)>>,
-    prints: Vec<u64>,
-}
-
-impl Request {
-    /// The request for `messages`, reusing the blocks of `previous` for identical messages.
-    fn new(messages: Vec<Message>, previous: &Request, counts: &mut BlockCounts) -> Request {
-        let (blocks, prints) = messages
-            .iter()
-            .enumerate()
-            .map(|(index, message)| match previous.messages.get(index) {
-                Some(old) if old == message => (previous.blocks[index].clone(), previous.prints[index]),
-                _ => (counts.message(message), message_fingerprint(message)),
-            })
-            .unzip();
-        Request { messages, blocks, prints }
-    }
-
-    fn tokens(&self) -> u64 {
-        self.blocks.iter().flatten().map(|(_, tokens)| tokens).sum()
-    }
-
-    /// Tokens of the longest block prefix this request shares with `previous`.
-    fn shared_prefix(&self, previous: &Request) -> u64 {
-        let mine = self.blocks.iter().flatten();
-        let theirs = previous.blocks.iter().flatten();
-        mine.zip(theirs).take_while(|(a, b)| a.0 == b.0).map(|(a, _)| a.1).sum()
-    }
-}
-
 /// Replays `conversation` with every strategy of `config`.
 pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Result<Vec<StrategyResult>, String> {
-    let setting = Setting {
-        window: config.window,
-        reserve: config.reserve,
-        system: conversation.system.clone(),
-        tools: conversation.tools.clone(),
-        counter: config.counter,
-        compactor: config.compactor.clone(),
-        trigger: config.trigger,
-        target: config.target,
-    };
+    replay_with(conversation, config, &mut |_| Ok(())).await
+}
+
+/// [`replay`], handing every call to `on_call` as it is sent; an error from it stops the
+/// replay.
+pub async fn replay_with(
+    conversation: &Conversation,
+    config: &ReplayConfig,
+    on_call: &mut (dyn FnMut(&CallRecord) -> Result<(), String> + Send),
+) -> Result<Vec<StrategyResult>, String> {
     let fixed = conversation.system.as_ref().map_or(0, |system| count_system(config.counter, system))
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(config.counter, tools));
-    let system_text = conversation.system.as_ref().map(|system| system.text());
     let usable = config.window.saturating_sub(config.reserve);
     let calls: Vec<usize> = (1..conversation.messages.len())
         .filter(|&index| conversation.messages[index].role == Role::Assistant)
         .collect();
-    let mut counts = BlockCounts { counter: config.counter, memo: HashMap::new() };
-    let mut probe_texts = ProbeTexts {
-        history_prints: conversation.messages.iter().map(message_fingerprint).collect(),
-        system: system_text.as_deref().map(normalize),
-        messages: HashMap::new(),
-    };
+    let mut counts = BlockCounts::new(config.counter);
+    let mut history = History::new(conversation);
     let floors = newest_turn_tokens(conversation, &calls, fixed, &mut counts);
+    let family = session_family(&conversation.messages).map_or("other", |family| family.name());
     let mut results = Vec::new();
     for name in &config.strategies {
+        // Each strategy as if it ran alone: its own summary cache.
+        let setting = Setting {
+            window: config.window,
+            reserve: config.reserve,
+            system: conversation.system.clone(),
+            tools: conversation.tools.clone(),
+            counter: config.counter,
+            compactor: config.compactor.clone().with_cache(Arc::new(LruCache::default())),
+            trigger: config.trigger,
+            target: config.target,
+        };
         let mut strategy = strategy(name, &setting).ok_or_else(|| {
             format!("unknown strategy `{name}` (expected one of {})", strategies::STRATEGIES.join(", "))
         })?;
         let mut result = StrategyResult { strategy: name.clone(), ..StrategyResult::default() };
-        let mut previous = Request::default();
+        let (mut independent, mut extracted) = (Tally::default(), Tally::default());
+        let mut request = Request::default();
+        let mut folding = Folding::default();
         for (step_index, &call) in calls.iter().enumerate() {
-            let history = &conversation.messages[..call];
-            let step = strategy.step(history).await;
-            let request = Request::new(step.messages, &previous, &mut counts);
+            let step = strategy.step(&conversation.messages[..call]).await;
+            let shared = request.apply(step.kept, step.appended, &mut counts);
             let request_tokens = fixed + request.tokens();
-            let read = if config.cache && step_index > 0 { fixed + request.shared_prefix(&previous) } else { 0 };
+            let read = if config.cache && step_index > 0 { fixed + shared } else { 0 };
             let read = read.min(request_tokens);
             let write = request_tokens - read;
-            let output = counts.message(&conversation.messages[call]).iter().map(|(_, tokens)| tokens).sum::<u64>();
+            let output = counts.tokens(&conversation.messages[call]);
             result.steps += 1;
             result.request_tokens.push(request_tokens);
             result.peak_request_tokens = result.peak_request_tokens.max(request_tokens);
@@ -289,16 +308,34 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
             result.cache_read_tokens += read;
             result.cache_write_tokens += if config.cache { write } else { 0 };
             result.cost_usd += (input_cost * config.price.input + output as f64 * config.price.output) / 1e6;
+            let rereads =
+                paths_read(&conversation.messages[call]).iter().filter(|path| request.rereads_evicted(path)).count();
+            result.rereads_after_evict += rereads;
             if step.compacted {
                 result.compactions += 1;
                 result.compaction_steps.push(step_index);
                 result.summarizer_calls += step.summarizer_calls;
                 add_summarizer(&mut result, step.summarizer_usage, config.price);
-                check_probes(history, &request, &mut probe_texts, &mut result);
+                let checked = history.check(&mut folding, call, &request, &mut independent, &mut extracted);
+                result.nested_summary_steps += usize::from(checked.nested_summary);
             }
-            previous = request;
+            on_call(&CallRecord {
+                strategy: name,
+                i: call,
+                messages: &request.messages,
+                compacted: step.compacted,
+                summarizer_calls: step.summarizer_calls,
+                summarizer_input_tokens: step.summarizer_usage.input_tokens,
+                summarizer_output_tokens: step.summarizer_usage.output_tokens,
+            })?;
+            if let Some(progress) = &config.progress {
+                progress();
+            }
         }
-        result.probe_recall = recall(result.probes, result.probes_recalled);
+        result.set_tallies(independent, extracted);
+        if result.rereads_after_evict > 0 {
+            result.rereads_after_evict_by_family.insert(family.to_string(), result.rereads_after_evict);
+        }
         results.push(result);
     }
     relate_to_none(&mut results);
@@ -311,16 +348,10 @@ fn newest_turn_tokens(conversation: &Conversation, calls: &[usize], fixed: u64, 
     // prefix[i] = tokens of messages[..i].
     let mut prefix = vec![0u64];
     for message in &conversation.messages {
-        let tokens: u64 = counts.message(message).iter().map(|(_, tokens)| tokens).sum();
-        prefix.push(prefix[prefix.len() - 1] + tokens);
+        prefix.push(prefix[prefix.len() - 1] + counts.tokens(message));
     }
-    calls
-        .iter()
-        .map(|&call| {
-            let start = boundaries(&conversation.messages[..call]).last().map_or(0, |boundary| boundary.index);
-            fixed + prefix[call] - prefix[start]
-        })
-        .collect()
+    let cuts = last_cuts(&conversation.messages);
+    calls.iter().map(|&call| fixed + prefix[call] - prefix[cuts[call].unwrap_or(0)]).collect()
 }
 
 fn add_summarizer(result: &mut StrategyResult, usage: Usage, price: Price) {
@@ -329,53 +360,7 @@ fn add_summarizer(result: &mut StrategyResult, usage: Usage, price: Price) {
     result.cost_usd += (usage.input_tokens as f64 * price.input + usage.output_tokens as f64 * price.output) / 1e6;
 }
 
-/// What probe checks reuse across calls: the history's fingerprints and the normalized text
-/// of every message seen, by fingerprint.
-struct ProbeTexts {
-    history_prints: Vec<u64>,
-    system: Option<String>,
-    messages: HashMap<u64, String>,
-}
-
-impl ProbeTexts {
-    /// The normalized text of `request`, as [`contextfold_core::probe::request_text`] gives it.
-    fn request(&mut self, request: &Request) -> String {
-        for (message, print) in request.messages.iter().zip(&request.prints) {
-            self.messages.entry(*print).or_insert_with(|| message_text(message));
-        }
-        let parts = request.prints.iter().map(|print| self.messages[print].as_str());
-        join_texts(self.system.as_deref().into_iter().chain(parts))
-    }
-}
-
-/// Probes from the history messages the request no longer carries unchanged, checked
-/// against the request.
-fn check_probes(history: &[Message], request: &Request, texts: &mut ProbeTexts, result: &mut StrategyResult) {
-    let kept: HashSet<u64> = request.prints.iter().copied().collect();
-    let folded: Vec<Message> = (history.iter().zip(&texts.history_prints))
-        .filter(|(_, print)| !kept.contains(print))
-        .map(|(message, _)| message.clone())
-        .collect();
-    if folded.is_empty() {
-        return;
-    }
-    let first_is_start = history.first().is_some_and(|first| folded.first() == Some(first));
-    let probes = probes(&extract(&folded, Preset::Auto), first_is_start);
-    if probes.is_empty() {
-        return;
-    }
-    let text = texts.request(request);
-    for probe in probes {
-        let hit = is_recalled(&text, &probe);
-        result.probes += 1;
-        result.probes_recalled += usize::from(hit);
-        let entry = result.recall_by_kind.entry(probe.kind.name().to_string()).or_default();
-        entry.0 += 1;
-        entry.1 += usize::from(hit);
-    }
-}
-
-/// The probe kinds, for report columns.
+/// The independent probe kinds, for report columns.
 pub fn probe_kinds() -> impl Iterator<Item = &'static str> {
-    ProbeKind::ALL.iter().map(|kind| kind.name())
+    ProbeKind::INDEPENDENT.iter().map(|kind| kind.name())
 }

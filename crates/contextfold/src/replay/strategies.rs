@@ -4,6 +4,9 @@
 //! keeps a working copy that it extends with each new message, and what it cleared or
 //! summarized stays so until it acts again. The emulations follow the documented behaviour
 //! of each tool, scaled to the window under test; they are emulations, not the tools.
+//!
+//! A step says what changed since the strategy's previous request (how many of its messages
+//! it kept, what follows them), so a call costs what changed, not the session's length.
 
 use crate::compactor::{CompactConfig, Compactor, Strategy as CompactStrategy, Target};
 use crate::middleware::{CompactionMiddleware, MiddlewareConfig};
@@ -17,11 +20,14 @@ use contextfold_core::Conversation;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// What a strategy sends for one call.
+/// What a strategy sends for one call: its previous request's first `kept` messages, then
+/// `appended`.
 #[derive(Debug, Clone, Default)]
 pub struct Step {
-    /// The messages of the request.
-    pub messages: Vec<Message>,
+    /// How many leading messages of the previous request this one keeps as they were.
+    pub kept: usize,
+    /// The messages after those.
+    pub appended: Vec<Message>,
     /// Whether the strategy compacted (cleared, masked, summarized, truncated) before it.
     pub compacted: bool,
     /// Summarizer calls made for this step.
@@ -107,6 +113,8 @@ pub fn strategy(name: &str, setting: &Setting) -> Option<Box<dyn ReplayStrategy>
 struct Contextfold {
     name: String,
     middleware: CompactionMiddleware,
+    /// Messages of the previous request.
+    sent: usize,
 }
 
 impl Contextfold {
@@ -127,14 +135,14 @@ impl Contextfold {
         config.compact.strategy = strategy;
         let policy = All(vec![Arc::new(Threshold::Fraction(setting.trigger)), Arc::new(RateLimit::default())]);
         let middleware = CompactionMiddleware::new(setting.compactor.clone(), config).with_policy(Arc::new(policy));
-        Contextfold { name: name.to_string(), middleware }
+        Contextfold { name: name.to_string(), middleware, sent: 0 }
     }
 
     /// contextfold's defaults: the cost-aware policy, evictions batched so that each cache
     /// rewrite frees at least a tenth of the usable window.
     fn cost_aware(name: &str, setting: &Setting) -> Contextfold {
         let middleware = CompactionMiddleware::new(setting.compactor.clone(), Contextfold::config(setting));
-        Contextfold { name: name.to_string(), middleware }
+        Contextfold { name: name.to_string(), middleware, sent: 0 }
     }
 }
 
@@ -150,7 +158,12 @@ impl ReplayStrategy for Contextfold {
                 Some(event) => (true, event.summarizer_calls, event.summarizer_usage),
                 None => (false, 0, Usage::default()),
             };
-            Step { messages: prepared.messages(), compacted, summarizer_calls, summarizer_usage }
+            // Without a compaction the working copy only grew. The prepared request is dropped
+            // before the next call, so the middleware extends its copy in place.
+            let kept = if compacted { 0 } else { self.sent.min(prepared.history.len()) };
+            let appended = prepared.iter().skip(kept).cloned().collect();
+            self.sent = prepared.history.len() + prepared.pending.len();
+            Step { kept, appended, compacted, summarizer_calls, summarizer_usage }
         })
     }
 }
@@ -188,6 +201,12 @@ struct Emulation {
     summarizer: Extractive,
     /// Summaries written since the last step.
     summaries: usize,
+    /// Messages of the previous request.
+    sent: usize,
+    /// The first message changed since the previous request.
+    changed_from: usize,
+    /// Results before this message are all replaced (the masking and clearing rules).
+    replaced_before: usize,
 }
 
 impl Emulation {
@@ -202,6 +221,9 @@ impl Emulation {
             summary: None,
             summarizer: Extractive::default().counter(Arc::new(setting.counter)),
             summaries: 0,
+            sent: 0,
+            changed_from: 0,
+            replaced_before: 0,
         }
     }
 
@@ -228,34 +250,31 @@ impl Emulation {
         }
     }
 
-    /// Applies the rule to the working copy; whether it changed anything.
-    fn apply(&mut self) -> bool {
+    /// Applies the rule to the working copy; the first message it changed, if any.
+    fn apply(&mut self) -> Option<usize> {
+        if matches!(self.rule, Rule::Never) {
+            return None;
+        }
+        if matches!(self.rule, Rule::Mask { .. }) {
+            // Masking needs no counts; it only looks at the steps since it last masked.
+            return self.mask();
+        }
         let tokens = self.ledger.sync(&self.working);
         match self.rule {
-            Rule::Never => false,
+            Rule::Never | Rule::Mask { .. } => None,
             Rule::ClearToolResults { trigger, keep } => {
                 if tokens <= trigger {
-                    return false;
+                    return None;
                 }
-                let positions: Vec<(usize, usize)> = result_positions(&self.working);
+                let positions = result_positions(&self.working, self.replaced_before);
                 let cut = positions.len().saturating_sub(keep);
+                // The results kept stay candidates for the next clearing.
+                self.replaced_before = positions.get(cut).map_or(self.working.len(), |(message, _)| *message);
                 replace_results(&mut self.working, &positions[..cut], |_| "[tool result cleared]".to_string())
-            }
-            Rule::Mask { keep_steps } => {
-                let assistants: Vec<usize> =
-                    (0..self.working.len()).filter(|&index| self.working[index].role == Role::Assistant).collect();
-                let Some(&boundary) = assistants.len().checked_sub(keep_steps).and_then(|at| assistants.get(at)) else {
-                    return false;
-                };
-                let positions: Vec<(usize, usize)> =
-                    result_positions(&self.working).into_iter().filter(|(message, _)| *message < boundary).collect();
-                replace_results(&mut self.working, &positions, |lines| {
-                    format!("[Old environment output ({lines} lines) omitted for brevity]")
-                })
             }
             Rule::Codex { trigger, user_tokens } => {
                 if tokens <= trigger {
-                    return false;
+                    return None;
                 }
                 let history = std::mem::take(&mut self.working);
                 let summary = self.summarize(&history);
@@ -276,39 +295,49 @@ impl Emulation {
                 }
                 let folded = assemble(&self.template(), Some(&summary), &kept, &[]);
                 self.working = folded.messages;
-                true
+                Some(0)
             }
             Rule::LangChain { trigger, keep_messages } => {
                 if tokens <= trigger || self.working.len() <= keep_messages {
-                    return false;
+                    return None;
                 }
                 let wanted = self.working.len() - keep_messages;
-                let Some(cut) =
-                    boundaries(&self.working).into_iter().map(|cut| cut.index).rfind(|&index| index <= wanted)
-                else {
-                    return false;
-                };
+                let cut = boundaries(&self.working).into_iter().map(|cut| cut.index).rfind(|&index| index <= wanted)?;
                 let head: Vec<Message> = self.working[..cut].to_vec();
                 let summary = self.summarize(&head);
                 self.working = assemble(&self.template(), Some(&summary), &[], &self.working[cut..]).messages;
-                true
+                Some(0)
             }
             Rule::Truncate { trigger, to } => {
                 if tokens <= trigger {
-                    return false;
+                    return None;
                 }
                 let mut suffix = vec![0u64; self.working.len() + 1];
                 for index in (0..self.working.len()).rev() {
                     suffix[index] = suffix[index + 1] + self.ledger.message_tokens(index).unwrap_or(0);
                 }
                 let cuts: Vec<usize> = boundaries(&self.working).into_iter().map(|cut| cut.index).collect();
-                let Some(cut) = cuts.iter().copied().find(|&index| suffix[index] <= to).or(cuts.last().copied()) else {
-                    return false;
-                };
+                let cut = cuts.iter().copied().find(|&index| suffix[index] <= to).or(cuts.last().copied())?;
                 self.working = assemble(&self.template(), None, &[], &self.working[cut..]).messages;
-                true
+                Some(0)
             }
         }
+    }
+
+    /// Observation masking: outputs older than the last `keep_steps` assistant steps become a
+    /// placeholder; only the messages since the last masking are looked at.
+    fn mask(&mut self) -> Option<usize> {
+        let Rule::Mask { keep_steps } = self.rule else { return None };
+        let mut seen = 0;
+        let boundary = (self.replaced_before..self.working.len()).rev().find(|&index| {
+            seen += usize::from(self.working[index].role == Role::Assistant);
+            seen == keep_steps
+        })?;
+        let positions: Vec<(usize, usize)> = result_positions(&self.working[..boundary], self.replaced_before);
+        self.replaced_before = boundary;
+        replace_results(&mut self.working, &positions, |lines| {
+            format!("[Old environment output ({lines} lines) omitted for brevity]")
+        })
     }
 }
 
@@ -322,23 +351,40 @@ impl ReplayStrategy for Emulation {
             if history.len() < self.seen {
                 self.working.clear();
                 self.seen = 0;
+                self.sent = 0;
+                self.replaced_before = 0;
             }
+            self.changed_from = self.sent;
             self.working.extend_from_slice(&history[self.seen..]);
             self.seen = history.len();
-            let compacted = self.apply();
-            if compacted {
-                self.ledger.resync(&self.working);
+            let changed = self.apply();
+            if let Some(first) = changed {
+                self.changed_from = self.changed_from.min(first);
+                if !matches!(self.rule, Rule::Mask { .. }) {
+                    self.ledger.resync(&self.working);
+                }
+                if matches!(self.rule, Rule::Codex { .. } | Rule::LangChain { .. } | Rule::Truncate { .. }) {
+                    self.replaced_before = 0;
+                }
             }
             let summarizer_calls = std::mem::take(&mut self.summaries);
-            Step { messages: self.working.clone(), compacted, summarizer_calls, ..Step::default() }
+            let kept = self.changed_from.min(self.working.len());
+            self.sent = self.working.len();
+            Step {
+                kept,
+                appended: self.working[kept..].to_vec(),
+                compacted: changed.is_some(),
+                summarizer_calls,
+                ..Step::default()
+            }
         })
     }
 }
 
-/// (message, block) of every tool_result not already replaced.
-fn result_positions(messages: &[Message]) -> Vec<(usize, usize)> {
+/// (message, block) of every tool_result from message `from` on not already replaced.
+fn result_positions(messages: &[Message], from: usize) -> Vec<(usize, usize)> {
     let mut positions = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
+    for (index, message) in messages.iter().enumerate().skip(from) {
         for (position, block) in message.content.iter().enumerate() {
             if let Block::ToolResult(result) = block {
                 if !is_placeholder(result.content.as_ref()) {
@@ -354,12 +400,12 @@ fn is_placeholder(content: Option<&ToolResultContent>) -> bool {
     matches!(content, Some(ToolResultContent::Text(text)) if text == "[tool result cleared]" || text.starts_with("[Old environment output ("))
 }
 
-/// Replaces the payloads at `positions` with `placeholder(lines)`; whether any changed.
+/// Replaces the payloads at `positions` with `placeholder(lines)`; the first message changed.
 fn replace_results(
     messages: &mut [Message],
     positions: &[(usize, usize)],
     placeholder: impl Fn(usize) -> String,
-) -> bool {
+) -> Option<usize> {
     for &(message, block) in positions {
         if let Some(Block::ToolResult(result)) =
             messages.get_mut(message).and_then(|message| message.content.get_mut(block))
@@ -371,5 +417,5 @@ fn replace_results(
             message.shape = ContentShape::Blocks;
         }
     }
-    !positions.is_empty()
+    positions.first().map(|(message, _)| *message)
 }

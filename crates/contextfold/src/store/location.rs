@@ -31,37 +31,70 @@ impl StoreLocation {
 
     /// Opens the store, creating it when missing.
     pub fn open(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
-        self.connect(true)
+        self.connect(Access::Create)
     }
 
-    /// Opens the store only if it exists: readers create nothing.
+    /// Opens the store only if it exists, and brings its schema up to date: a writer that
+    /// must not leave a new store behind a mistyped path.
     pub fn open_existing(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
-        self.connect(false)
+        self.connect(Access::Existing)
     }
 
-    fn connect(&self, create: bool) -> Result<Arc<dyn SessionStore>, StoreError> {
+    /// Opens an existing store for reading only: nothing is created, migrated or written
+    /// (an older schema is [`StoreError::OlderSchema`]), so readers work on a read-only file
+    /// system or with a database role that may only read.
+    pub fn open_read_only(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
+        self.connect(Access::ReadOnly)
+    }
+
+    /// The schema version this build writes to a store at this location, `None` when this
+    /// build has no such store.
+    pub fn schema_version(&self) -> Option<i64> {
         match self {
             #[cfg(feature = "sqlite")]
-            StoreLocation::File(path) if create => Ok(Arc::new(super::SqliteStore::open(path)?)),
+            StoreLocation::File(_) => Some(super::SCHEMA_VERSION),
+            #[cfg(not(feature = "sqlite"))]
+            StoreLocation::File(_) => None,
+            #[cfg(feature = "postgres")]
+            StoreLocation::Postgres(_) => Some(super::POSTGRES_SCHEMA_VERSION),
+        }
+    }
+
+    fn connect(&self, access: Access) -> Result<Arc<dyn SessionStore>, StoreError> {
+        match self {
             #[cfg(feature = "sqlite")]
-            StoreLocation::File(path) => Ok(Arc::new(super::SqliteStore::open_existing(path)?)),
+            StoreLocation::File(path) => Ok(Arc::new(match access {
+                Access::Create => super::SqliteStore::open(path)?,
+                Access::Existing => super::SqliteStore::open_existing(path)?,
+                Access::ReadOnly => super::SqliteStore::open_read_only(path)?,
+            })),
             #[cfg(not(feature = "sqlite"))]
             StoreLocation::File(_) => {
-                let _ = create;
+                let _ = access;
                 Err(StoreError::NotBuiltIn { store: "SQLite", feature: "sqlite" })
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 let options = super::PostgresOptions::default();
-                let store = if create {
-                    super::PostgresStore::open_url(url, options)?
-                } else {
-                    super::PostgresStore::open_existing_url(url, options)?
-                };
-                Ok(Arc::new(store))
+                Ok(Arc::new(match access {
+                    Access::Create => super::PostgresStore::open_url(url, options)?,
+                    Access::Existing => super::PostgresStore::open_existing_url(url, options)?,
+                    Access::ReadOnly => super::PostgresStore::open_read_only_url(url, options)?,
+                }))
             }
         }
     }
+}
+
+/// What opening a store may do to it.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    /// Create it when missing; migrate an older schema.
+    Create,
+    /// Only an existing store; migrate an older schema.
+    Existing,
+    /// Only an existing store of this build's schema, never changed.
+    ReadOnly,
 }
 
 /// Whether `text` is a PostgreSQL URL rather than a file path.

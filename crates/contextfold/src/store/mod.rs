@@ -185,6 +185,25 @@ pub enum StoreError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// The store was written by an older contextfold and a reader may not upgrade it.
+    #[error(
+        "store {} has schema {found} and this build reads schema {known}; upgrade it with `contextfold sessions upgrade --store {}` (reading commands never change a store)",
+        .path.display(), .path.display()
+    )]
+    OlderSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+        /// The version this build reads.
+        known: i64,
+    },
+    /// The path names a directory.
+    #[error("{} is a directory, not a store file; give the store's file (such as {}/store.db)", .path.display(), .path.display())]
+    IsDirectory {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The file is a SQLite database of another program.
     #[error("{} is a SQLite database of another program, not a contextfold store", .path.display())]
     Foreign {

@@ -83,3 +83,8 @@ pub fn notice(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
 }
+
+/// A single-threaded runtime for driving async calls from a test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+}

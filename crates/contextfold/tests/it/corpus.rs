@@ -67,6 +67,47 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
 }
 
+/// A summary's empty quote (``replaced `` with `` ``) or doubled bullet (`- - x`), if any.
+fn summary_problem(out: &Conversation) -> Option<String> {
+    let summary = out.messages.first().and_then(contextfold::core::summary::split_summary)?.summary;
+    for line in summary.lines() {
+        let doubled = ["- - ", "- * ", "- • "].iter().any(|marker| line.starts_with(marker));
+        let empty_quote =
+            line.contains(" `` ") || line.ends_with(" ``") || line.contains("``;") || line.contains("- \"\"");
+        if doubled || empty_quote {
+            return Some(format!(
+                "the summary holds {}: {line}",
+                if doubled { "a doubled bullet" } else { "an empty quote" }
+            ));
+        }
+    }
+    None
+}
+
+/// A pointer or clip marker that does not say what was there (size) and one way to get it
+/// back, if any. `text` is the written conversation's JSON.
+fn marker_problem(text: &str) -> Option<String> {
+    const WAYS: [&str; 6] =
+        ["re-read the file", "read the file", "re-run the", "fetch the URL", "context_recall", "for the rest"];
+    for prefix in ["[contextfold: offloaded ", "[contextfold: clipped "] {
+        for (at, _) in text.match_indices(prefix) {
+            // Targets may hold brackets; a marker ends at its ref.
+            let end = text[at..]
+                .find("ref cf-")
+                .and_then(|reference| text[at + reference..].find(']').map(|end| at + reference + end + 1))
+                .unwrap_or(text.len().min(at + 400));
+            let marker = &text[at..end];
+            let sized = marker.contains(" tokens") && marker.contains(" lines");
+            let named = prefix.ends_with("clipped ")
+                || marker[prefix.len()..].split_whitespace().next().is_some_and(|tool| !tool.starts_with('('));
+            if !sized || !named || !WAYS.iter().any(|way| marker.contains(way)) || !marker.contains("ref cf-") {
+                return Some(format!("a marker that does not say what was there and how to get it back: {marker}"));
+            }
+        }
+    }
+    None
+}
+
 /// The text of the user's first request: the first message a person wrote.
 fn first_request(conversation: &Conversation) -> Option<String> {
     let first = conversation.messages.iter().find(|message| message.is_authored())?;
@@ -174,6 +215,10 @@ fn compact_session(path: &Path, failures: &mut Vec<String>) -> Vec<Outcome> {
         let found = request.as_deref().and_then(|prefix| find_first_request(&out, prefix));
         if let (Some(prefix), None) = (&request, found) {
             fail(format!("the first request is lost: {prefix:?}"));
+        }
+        let text = serde_json::to_string(&out.to_value()).unwrap_or_default();
+        if let Some(problem) = summary_problem(&out).or_else(|| marker_problem(&text)) {
+            fail(problem);
         }
         let over_target = over_note.then(|| breakdown(&out, &report));
         outcomes.push(Outcome { session: session.clone(), budget, report, over_target, first_request: found, elapsed });
@@ -396,4 +441,22 @@ fn a_pinned_first_request_too_big_for_the_target_is_reported_as_the_cause() {
         checked += 1;
     }
     let _ = checked;
+}
+
+/// Regression (the example's summary said ``replaced `` with `` `` twice and held a
+/// "- - **Rounding**" doubled bullet): summaries hold neither. The corpus's summaries are
+/// checked for both in `every_corpus_session_compacts_to_8k_16k_and_32k`.
+#[test]
+fn summaries_hold_no_empty_quotes_or_doubled_bullets() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/session.json");
+    let conversation = load(&path);
+    let runtime = runtime();
+    for budget in [1_500, 2_000, 3_000, 4_000] {
+        let compacted = runtime.block_on(compactor().compact(&conversation, &cli_config(budget))).expect("compacts");
+        assert_eq!(summary_problem(&compacted.conversation), None, "at {budget}");
+        assert!(
+            contextfold::core::summary::split_summary(&compacted.conversation.messages[0]).is_some(),
+            "a summary at {budget}"
+        );
+    }
 }

@@ -9,5 +9,7 @@ mod middleware;
 mod openai_apis;
 mod oversized;
 mod replay;
+mod replay_probes;
 mod store;
 mod store_process;
+mod system_messages;

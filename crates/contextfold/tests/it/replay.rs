@@ -30,6 +30,7 @@ fn config(window: u64, cache: bool) -> ReplayConfig {
         compactor: Compactor::default().with_counter(Arc::new(counter)),
         trigger: 0.8,
         target: 0.3,
+        progress: None,
     }
 }
 
@@ -53,9 +54,16 @@ fn every_strategy_sends_valid_requests() {
     for name in STRATEGIES {
         let mut strategy = strategy(name, &setting).expect("a known strategy");
         let mut compacted = 0;
+        let mut messages = Vec::new();
         for &call in &calls {
             let step = runtime().block_on(strategy.step(&conversation.messages[..call]));
-            let request = Conversation { messages: step.messages, ..Conversation::default() };
+            assert!(step.kept <= messages.len(), "{name} keeps more messages than it sent");
+            messages.truncate(step.kept);
+            messages.extend(step.appended);
+            if name == "none" {
+                assert_eq!(messages, conversation.messages[..call], "none sends the history as recorded");
+            }
+            let request = Conversation { messages: messages.clone(), ..Conversation::default() };
             assert_eq!(validate(&request), Vec::new(), "{name} at call {call}");
             compacted += usize::from(step.compacted);
         }
@@ -126,4 +134,124 @@ fn prices() {
     assert_eq!(Price::parse("2.5, 10").unwrap(), Price { input: 2.5, output: 10.0 });
     assert!(Price::parse("cheap").is_err());
     assert!(Price::parse("-1,2").is_err());
+}
+
+/// A step's change (messages kept, messages appended) rebuilds exactly the request the
+/// middleware prepares for the same history.
+#[test]
+fn step_changes_rebuild_the_requests_sent() {
+    use contextfold::compactor::Target;
+    use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+    let conversation = example();
+    let counter = Tokenizer::Estimate.counter();
+    let setting = Setting {
+        window: 3_000,
+        reserve: 500,
+        system: conversation.system.clone(),
+        tools: conversation.tools.clone(),
+        counter,
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+        trigger: 0.8,
+        target: 0.3,
+    };
+    let mut config = MiddlewareConfig::new(setting.window, setting.reserve);
+    config.system = setting.system.clone();
+    config.tools = setting.tools.clone();
+    config.compact.target =
+        Target::Window { window: setting.window, reserve: setting.reserve, fraction: setting.target };
+    let middleware = CompactionMiddleware::new(setting.compactor.clone(), config);
+    let mut strategy = strategy("contextfold", &setting).unwrap();
+    let mut messages = Vec::new();
+    let mut compactions = 0;
+    for call in (1..conversation.messages.len()).filter(|&i| conversation.messages[i].role == Role::Assistant) {
+        let history = &conversation.messages[..call];
+        let step = runtime().block_on(strategy.step(history));
+        messages.truncate(step.kept);
+        messages.extend(step.appended);
+        compactions += usize::from(step.compacted);
+        let prepared = runtime().block_on(middleware.prepare(history, &[]));
+        assert_eq!(messages, prepared.messages(), "call {call}");
+    }
+    assert!(compactions > 1, "the window is small enough to compact more than once");
+}
+
+/// Regression (replay's summarizer accounting depended on the order of `--strategies`: the
+/// strategies shared one summary cache): every strategy is replayed as if it ran alone.
+#[test]
+fn strategy_order_does_not_change_results() {
+    let conversation = example();
+    let names = ["contextfold-threshold", "contextfold-summarize", "contextfold", "langchain", "codex"];
+    let run = |names: Vec<&str>| {
+        let mut config = config(3_000, true);
+        config.strategies = names.iter().map(|name| name.to_string()).collect();
+        let mut results = runtime().block_on(replay(&conversation, &config)).unwrap();
+        results.iter_mut().for_each(|result| result.cost_vs_none = 0.0);
+        results.sort_by(|a, b| a.strategy.cmp(&b.strategy));
+        results
+    };
+    let forward = run(names.to_vec());
+    let backward = run(names.iter().rev().copied().collect());
+    assert_eq!(forward, backward);
+    let summarize = forward.iter().find(|result| result.strategy == "contextfold-summarize").unwrap();
+    assert!(summarize.summarizer_calls > 0, "summaries are paid for by the strategy that writes them");
+}
+
+/// Regression (no sign of life on long replays): the library reports every call replayed,
+/// which the CLI turns into a progress bar on a terminal.
+#[test]
+fn progress_counts_every_call_replayed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let conversation = example();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut config = config(3_000, true);
+    let seen = calls.clone();
+    config.progress = Some(Arc::new(move || {
+        seen.fetch_add(1, Ordering::Relaxed);
+    }));
+    let results = runtime().block_on(replay(&conversation, &config)).unwrap();
+    let steps: usize = results.iter().map(|result| result.steps).sum();
+    assert_eq!(calls.load(Ordering::Relaxed), steps);
+}
+
+/// Regression (super-linear replay: 10 s at 10k messages, 79 s at 20k, 495 s at 40k with
+/// `none`): a step hands over what changed, not the whole request, so the work per call does
+/// not grow with the session. The timing is measured by `cargo bench --bench replay`.
+#[test]
+fn replay_steps_hand_over_only_what_changed() {
+    use contextfold::core::Message;
+    let counter = Tokenizer::Estimate.counter();
+    let handed_over = |length: usize, name: &str| {
+        let messages: Vec<Message> = (0..length)
+            .map(|index| {
+                let role = if index % 2 == 0 { Role::User } else { Role::Assistant };
+                Message::text(role, format!("message {index} of the session"))
+            })
+            .collect();
+        let setting = Setting {
+            window: 16_000,
+            reserve: 4_000,
+            system: None,
+            tools: None,
+            counter,
+            compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+            trigger: 0.8,
+            target: 0.3,
+        };
+        let mut strategy = strategy(name, &setting).unwrap();
+        let mut total = 0;
+        for call in (1..length).filter(|&index| messages[index].role == Role::Assistant) {
+            total += runtime().block_on(strategy.step(&messages[..call])).appended.len();
+        }
+        total
+    };
+    // `none` hands over each new message once: 2,000 messages, 1,000 calls, 1,999 messages.
+    assert_eq!(handed_over(2_000, "none"), 1_999);
+    // Doubling the session about doubles what every strategy hands over (compactions start
+    // only once the window fills, so a little more); a whole request per call would
+    // quadruple it.
+    for name in ["none", "contextfold", "mask-10", "anthropic-clear", "truncate"] {
+        let (short, long) = (handed_over(1_000, name), handed_over(2_000, name));
+        assert!(long <= short * 5 / 2, "{name}: {short} messages for 1,000, {long} for 2,000");
+    }
 }

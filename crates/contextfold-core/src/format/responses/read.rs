@@ -6,6 +6,7 @@ use crate::conversation::{
     ToolResultContent, ToolUse,
 };
 use crate::format::{FormatError, Spans};
+use crate::validate::system_misplacement;
 use serde_json::{json, Map, Value};
 
 /// How a tool call item names its id, tool and input.
@@ -82,6 +83,9 @@ const USER_ITEMS: &[&str] = &["mcp_approval_response", "item_reference", "additi
 enum Side {
     User,
     Assistant,
+    /// A later system or developer message: a mid-conversation system message where the
+    /// rules allow one ([`Reader::place_system_messages`]), else user text.
+    System,
     /// Whichever message comes before it.
     Either,
 }
@@ -140,6 +144,7 @@ pub(super) fn read(value: Value) -> Result<(Conversation, Spans), FormatError> {
                 reader.item(index, item)?;
                 spans.record(index, reader.messages.len());
             }
+            reader.place_system_messages(&mut spans);
         }
     }
     let system = match (instructions, reader.system.is_empty()) {
@@ -223,7 +228,8 @@ impl Reader {
             None => return Err(item_error(index, "the message has no `role`".into())),
         };
         let side = match role.as_str() {
-            "user" | "system" | "developer" => Side::User,
+            "user" => Side::User,
+            "system" | "developer" => Side::System,
             "assistant" => Side::Assistant,
             other => {
                 return Err(item_error(
@@ -272,12 +278,41 @@ impl Reader {
         Ok(())
     }
 
+    /// Reads a later system or developer message that the Anthropic rules allow nowhere where
+    /// it stands (say between two user messages) as user text, merged with its neighbours;
+    /// its item is written back the same either way.
+    /// `spans` follow the merges.
+    fn place_system_messages(&mut self, spans: &mut Spans) {
+        let mut messages = std::mem::take(&mut self.messages);
+        for index in 0..messages.len() {
+            if messages[index].role == Role::System && system_misplacement(&messages, index).is_some() {
+                messages[index].role = Role::User;
+            }
+        }
+        let read = std::mem::take(&mut spans.messages);
+        debug_assert_eq!(read.len(), messages.len(), "one span a message");
+        for (message, span) in messages.into_iter().zip(read) {
+            match self.messages.last_mut() {
+                Some(last) if last.role == message.role => {
+                    last.content.extend(message.content);
+                    spans.extend_last(span);
+                }
+                _ => {
+                    self.messages.push(message);
+                    spans.messages.push(span);
+                }
+            }
+        }
+    }
+
     /// Appends blocks of one item to the message of its side.
     fn push(&mut self, side: Side, blocks: Vec<Block>) {
         self.leading = false;
         let role = match (side, self.messages.last()) {
             (Side::User, _) => Role::User,
             (Side::Assistant, _) => Role::Assistant,
+            (Side::System, _) => Role::System,
+            (Side::Either, Some(last)) if last.role == Role::System => Role::User,
             (Side::Either, Some(last)) => last.role,
             (Side::Either, None) => Role::User,
         };

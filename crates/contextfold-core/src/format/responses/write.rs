@@ -214,7 +214,8 @@ fn piece_value(piece: Piece, role: Role) -> Value {
 
 fn text_type(role: Role) -> &'static str {
     match role {
-        Role::User => "input_text",
+        // A mid-conversation system message is a `system` message item of input text.
+        Role::User | Role::System => "input_text",
         Role::Assistant => "output_text",
     }
 }

@@ -33,6 +33,17 @@ use tokio_postgres::error::SqlState;
 /// How often a transaction aborted as a deadlock or serialization failure is tried.
 const ATTEMPTS: usize = 5;
 
+/// How a store is opened: what may be created or changed on the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Create the schema when missing; migrate an older one.
+    Create,
+    /// Only an existing store; migrate an older one.
+    Existing,
+    /// Only an existing store of this build's schema; read-only transactions.
+    ReadOnly,
+}
+
 /// The connection pool's bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
@@ -102,17 +113,28 @@ impl PostgresStore {
 
     /// [`PostgresStore::open`] with a parsed URL and the pool's bounds.
     pub fn open_url(url: &PostgresUrl, options: PostgresOptions) -> Result<PostgresStore, StoreError> {
-        PostgresStore::connect(url, options, true)
+        PostgresStore::connect(url, options, Mode::Create)
     }
 
     /// [`PostgresStore::open_existing`] with a parsed URL and the pool's bounds.
     pub fn open_existing_url(url: &PostgresUrl, options: PostgresOptions) -> Result<PostgresStore, StoreError> {
-        PostgresStore::connect(url, options, false)
+        PostgresStore::connect(url, options, Mode::Existing)
     }
 
-    fn connect(url: &PostgresUrl, options: PostgresOptions, create: bool) -> Result<PostgresStore, StoreError> {
+    /// Connects to an existing store for reading only: it is never migrated (an older
+    /// schema is [`StoreError::OlderSchema`]) and every transaction is read-only, so a
+    /// reader changes nothing and needs no more than `SELECT` rights.
+    pub fn open_read_only_url(url: &PostgresUrl, options: PostgresOptions) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect(url, options, Mode::ReadOnly)
+    }
+
+    fn connect(url: &PostgresUrl, options: PostgresOptions, mode: Mode) -> Result<PostgresStore, StoreError> {
         let url = url.clone();
-        let (config, tls) = url.config();
+        let (mut config, tls) = url.config();
+        if mode == Mode::ReadOnly {
+            let given = config.get_options().map(|options| format!("{options} ")).unwrap_or_default();
+            config.options(format!("{given}-c default_transaction_read_only=on"));
+        }
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match tls {
             url::Tls::Off => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
@@ -129,20 +151,28 @@ impl PostgresStore {
             .build()
             .map_err(|err| StoreError::Invalid(format!("the connection pool for {url}: {err}")))?;
         let store = PostgresStore { url, options, pool, driver };
-        store.driver.run(store.prepare(create))?;
+        store.driver.run(store.prepare(mode))?;
         Ok(store)
     }
 
-    /// Checks the database (migrating it when `create`).
-    async fn prepare(&self, create: bool) -> Result<(), StoreError> {
+    /// Checks the database, creating or migrating the store as `mode` allows.
+    async fn prepare(&self, mode: Mode) -> Result<(), StoreError> {
         let mut client = self.pool.get().await.map_err(|err| self.pool_error(err))?;
         let mut found = schema::inspect(&**client).await.map_err(|err| self.db(err))?;
         schema::check(found, &self.server())?;
-        match found {
-            Found::Nothing if !create => return Err(StoreError::Missing { path: self.server().into() }),
-            Found::Version(version) if version == POSTGRES_SCHEMA_VERSION => return Ok(()),
-            _ if create => found = schema::migrate(&mut client).await.map_err(|err| self.db(err))?,
-            _ => {}
+        match (found, mode) {
+            (Found::Nothing, Mode::Existing | Mode::ReadOnly) => {
+                return Err(StoreError::Missing { path: self.server().into() })
+            }
+            (Found::Version(version), _) if version == POSTGRES_SCHEMA_VERSION => return Ok(()),
+            (Found::Version(version), Mode::ReadOnly) => {
+                return Err(StoreError::OlderSchema {
+                    path: self.server().into(),
+                    found: version,
+                    known: POSTGRES_SCHEMA_VERSION,
+                })
+            }
+            _ => found = schema::migrate(&mut client).await.map_err(|err| self.db(err))?,
         }
         schema::check(found, &self.server())
     }

@@ -6,6 +6,10 @@
 //! SWE-agent, mini-swe-agent) and generic names; shell commands are parsed for the common
 //! read, search, edit and write idioms. Unknown tools are [`ActionKind::Other`].
 
+mod shell;
+
+pub use shell::{main_step, shell, shell_changes, ShellChange};
+
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -281,121 +285,6 @@ fn generic(name: &str, input: &Value) -> Option<Action> {
         _ => return None,
     };
     Some(Action::new(kind, path(input)))
-}
-
-/// Classifies a shell command by its main step, e.g. `cd repo && sed -n '1,20p' a.py`
-/// reads `a.py` (lines 1–20).
-pub fn shell(command: &str) -> Action {
-    let fallback = Action::new(ActionKind::Shell, Some(first_line(command)));
-    let body = command.lines().next().unwrap_or("").trim();
-    // A here-document writing a file: `cat <<'EOF' > f.py` or `cat > f.py <<EOF`.
-    if body.contains("<<") {
-        if let Some(target) = redirect_target(body) {
-            return Action::new(ActionKind::FileWrite, Some(target));
-        }
-        return fallback;
-    }
-    let step = main_step(body);
-    let first_stage = step.split('|').next().unwrap_or(step).trim();
-    let words: Vec<&str> = first_stage.split_whitespace().collect();
-    let Some(program) = words.first() else { return fallback };
-    let operands: Vec<&str> = words[1..].iter().copied().filter(|word| !word.starts_with('-')).collect();
-    match *program {
-        "cat" | "nl" | "head" | "tail" | "less" | "more" => {
-            if let Some(target) = redirect_target(step) {
-                return Action::new(ActionKind::FileWrite, Some(target));
-            }
-            let range = step.split('|').nth(1).and_then(sed_print_range).or_else(|| head_tail_range(&words));
-            match operands.last() {
-                Some(file) if !file.contains('>') => {
-                    Action::new(ActionKind::FileRead, Some(normalize_path(file))).with_range(range)
-                }
-                _ => fallback,
-            }
-        }
-        "sed" => {
-            if words.iter().any(|word| word.starts_with("-i")) {
-                return match operands.last() {
-                    Some(file) => Action::new(ActionKind::FileEdit, Some(normalize_path(file))),
-                    None => fallback,
-                };
-            }
-            match (sed_print_range(step), operands.last()) {
-                (Some(range), Some(file)) if operands.len() >= 2 => {
-                    Action::new(ActionKind::FileRead, Some(normalize_path(file))).with_range(Some(range))
-                }
-                _ => fallback,
-            }
-        }
-        "grep" | "rg" | "ag" | "find" | "ls" | "fd" | "tree" | "git" if is_search(program, &words) => {
-            Action::new(ActionKind::Search, Some(first_line(step)))
-        }
-        "echo" | "printf" | "tee" => match redirect_target(step)
-            .or_else(|| (*program == "tee").then(|| operands.last().map(|f| normalize_path(f))).flatten())
-        {
-            Some(target) => Action::new(ActionKind::FileWrite, Some(target)),
-            None => fallback,
-        },
-        "curl" | "wget" => Action::new(
-            ActionKind::WebFetch,
-            operands.iter().find(|word| word.starts_with("http")).map(|url| url.to_string()),
-        ),
-        _ => fallback,
-    }
-}
-
-/// The step of a one-line shell command that decides what it does: the last step of a
-/// `&&`/`;` chain that is not a `cd` (pipes are left in place, read left to right).
-pub fn main_step(command: &str) -> &str {
-    command
-        .split("&&")
-        .flat_map(|part| part.split(';'))
-        .map(str::trim)
-        .filter(|part| !part.is_empty() && !part.starts_with("cd "))
-        .last()
-        .unwrap_or(command)
-}
-
-fn is_search(program: &str, words: &[&str]) -> bool {
-    program != "git" || matches!(words.get(1), Some(&"grep" | &"ls-files" | &"log"))
-}
-
-fn first_line(command: &str) -> String {
-    crate::extract::clip_chars(command.lines().next().unwrap_or("").trim(), 200)
-}
-
-/// The file a `>` or `>>` redirect writes to.
-fn redirect_target(command: &str) -> Option<String> {
-    let at = command.rfind('>')?;
-    if command[..at].ends_with('2') || command[..at].ends_with('&') {
-        return None;
-    }
-    let target = command[at + 1..].split_whitespace().next()?;
-    (!target.is_empty() && !target.starts_with('&') && target != "/dev/null").then(|| normalize_path(target))
-}
-
-/// `sed -n '10,40p'` → `10-40`.
-fn sed_print_range(command: &str) -> Option<String> {
-    let command = command.trim();
-    if !command.starts_with("sed") || !command.contains("-n") {
-        return None;
-    }
-    let quoted = command.split(['\'', '"']).nth(1)?;
-    let range = quoted.trim_end_matches('p').replace(',', "-");
-    range.chars().all(|c| c.is_ascii_digit() || c == '-' || c == ';' || c == 'p').then_some(range)
-}
-
-fn head_tail_range(words: &[&str]) -> Option<String> {
-    let program = words.first()?;
-    if !matches!(*program, "head" | "tail") {
-        return None;
-    }
-    let count = words
-        .iter()
-        .find_map(|word| word.strip_prefix('-').filter(|n| n.chars().all(|c| c.is_ascii_digit())))
-        .or_else(|| words.iter().position(|word| *word == "-n").and_then(|at| words.get(at + 1).copied()))
-        .unwrap_or("10");
-    Some(format!("{program} {count}"))
 }
 
 #[cfg(test)]

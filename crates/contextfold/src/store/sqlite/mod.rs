@@ -5,6 +5,14 @@
 //! Writers wait for each other twice over: SQLite's busy timeout, and a retry of the steps
 //! that report "busy" without waiting on it (switching to WAL while another process opens
 //! the file, a write lock taken while another process recovers the WAL).
+//!
+//! Readers change nothing: [`SqliteStore::open_read_only`] opens the file read-only, never
+//! switches its journal or migrates it (an older schema is an error that says to upgrade),
+//! and works on a read-only file system. A damaged file is reported as such
+//! ([`StoreError::Corrupt`]), whatever SQLite or a column read tripped over.
+
+mod file;
+mod schema;
 
 use super::{
     aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
@@ -13,114 +21,13 @@ use super::{
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use file::{begin_immediate, check_file, connect_read_only, create_private, retry_busy, sql_error, BUSY_TIMEOUT};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction};
+pub use schema::SCHEMA_VERSION;
+use schema::{check_ours, migrate, Create};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-/// The migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    r#"
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    created INTEGER NOT NULL
-);
-CREATE TABLE messages (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    shape TEXT NOT NULL,
-    json TEXT NOT NULL,
-    PRIMARY KEY (session, seq)
-);
-CREATE TABLE payloads (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    ref TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    target TEXT,
-    tokens INTEGER NOT NULL,
-    message INTEGER NOT NULL,
-    block INTEGER NOT NULL,
-    payload TEXT NOT NULL,
-    PRIMARY KEY (session, ref)
-);
-CREATE INDEX payloads_ref ON payloads(ref);
-CREATE TABLE summaries (
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    head_hash TEXT NOT NULL,
-    summarizer TEXT NOT NULL,
-    text TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    created INTEGER NOT NULL,
-    PRIMARY KEY (session, head_hash, summarizer)
-);
-CREATE TABLE reports (
-    id INTEGER PRIMARY KEY,
-    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    json TEXT NOT NULL,
-    created INTEGER NOT NULL
-);
-CREATE VIRTUAL TABLE search USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
-"#,
-    // 2: the session's metadata (a JSON object), e.g. what rebuilds its conversation.
-    "ALTER TABLE sessions ADD COLUMN meta TEXT;",
-    // 3: the session id is indexed, so a search within one session is an FTS5 column filter
-    // instead of a look-up of every match's row in every session. Its weight in the rank is
-    // 0, so hits rank by their text alone, as before.
-    r#"
-CREATE VIRTUAL TABLE search_v3 USING fts5(session, kind UNINDEXED, key UNINDEXED, body);
-INSERT INTO search_v3 (rowid, session, kind, key, body) SELECT rowid, session, kind, key, body FROM search;
-INSERT INTO search_v3 (search_v3, rank) VALUES ('rank', 'bm25(0.0, 0.0, 0.0, 1.0)');
-DROP TABLE search;
-ALTER TABLE search_v3 RENAME TO search;
-"#,
-];
-
-/// How long a writer waits for another process's write lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long a busy store is retried beyond SQLite's own busy timeout.
-const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
-
-/// Whether `err` says another connection holds the lock.
-fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(err.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
-}
-
-/// Runs `attempt` until it is not refused as busy, for up to [`BUSY_RETRY_FOR`], with growing
-/// pauses (jittered, so two waiting processes do not retry in step).
-fn retry_busy<T>(mut attempt: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = Instant::now() + BUSY_RETRY_FOR;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match attempt() {
-            Err(err) if is_busy(&err) && Instant::now() < deadline => {
-                std::thread::sleep(pause + Duration::from_micros(fastrand::u64(..1_000)));
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            result => return result,
-        }
-    }
-}
-
-/// Begins an immediate (write-locking) transaction, retrying while the store is busy.
-fn begin_immediate(connection: &Connection) -> rusqlite::Result<Transaction<'_>> {
-    retry_busy(|| Transaction::new_unchecked(connection, TransactionBehavior::Immediate))
-}
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
-/// Whether opening may create the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Create {
-    Yes,
-    No,
-}
 
 /// A [`SessionStore`] in a SQLite file. Several processes may open the same file; writers
 /// wait for each other up to the busy timeout (5 s).
@@ -139,15 +46,38 @@ impl SqliteStore {
         SqliteStore::connect(path, Create::Yes)
     }
 
-    /// Opens the store at `path` only if it exists and is a contextfold store: readers must
-    /// not leave a new file behind a mistyped path, nor turn an empty file into a store.
+    /// Opens the store at `path` only if it exists and is a contextfold store, read-write and
+    /// brought up to date: a writer must not leave a new file behind a mistyped path, nor turn
+    /// an empty file into a store.
     pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        match std::fs::metadata(&path) {
-            Ok(_) => SqliteStore::connect(path, Create::No),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(StoreError::Missing { path }),
-            Err(source) => Err(StoreError::Io { path, source }),
+        check_file(&path)?;
+        SqliteStore::connect(path, Create::No)
+    }
+
+    /// Opens an existing store for reading only: nothing in the file or beside it is changed
+    /// (no journal switch, no migration), so it works on a read-only file system and beside
+    /// a running writer. A store of an older schema is refused with
+    /// [`StoreError::OlderSchema`]; [`SqliteStore::open_existing`] upgrades it. Writes
+    /// through the returned store fail.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        check_file(&path)?;
+        let connection = match connect_read_only(&path, false) {
+            // Without write access to its directory, SQLite cannot make the shared-memory file
+            // a WAL store needs; a read-only file system holds no writer, so read it as
+            // immutable.
+            Err(err) if matches!(err.sqlite_error_code(), Some(ErrorCode::CannotOpen | ErrorCode::ReadOnly)) => {
+                connect_read_only(&path, true)
+            }
+            other => other,
         }
+        .map_err(|source| sql_error(&path, source))?;
+        let version = check_ours(&connection, &path, Create::No)?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema { path, found: version, known: SCHEMA_VERSION });
+        }
+        Ok(SqliteStore { path, connection: Mutex::new(connection) })
     }
 
     /// Connects, checks that the file is ours before changing anything in it, and migrates.
@@ -160,24 +90,7 @@ impl SqliteStore {
         }
         let connection = Connection::open_with_flags(&path, flags).map_err(sql)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
-        let version: i64 =
-            retry_busy(|| connection.query_row("PRAGMA user_version", [], |row| row.get(0))).map_err(sql)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { path, found: version, known: SCHEMA_VERSION });
-        }
-        let tables: i64 =
-            connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0)).map_err(sql)?;
-        let ours: bool = connection
-            .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'", [], |row| {
-                row.get(0)
-            })
-            .map_err(sql)?;
-        match version {
-            0 if tables > 0 => return Err(StoreError::Foreign { path }),
-            0 if create == Create::No => return Err(StoreError::NotAStore { path }),
-            1.. if !ours => return Err(StoreError::Foreign { path }),
-            _ => {}
-        }
+        check_ours(&connection, &path, create)?;
         retry_busy(|| connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))).map_err(sql)?;
         connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
         migrate(&connection, &path)?;
@@ -328,56 +241,6 @@ fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, bo
         .prepare_cached("INSERT INTO search (session, kind, key, body) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![session, kind, key, body])
         .map(drop)
-}
-
-/// Creates `path` (and its directory) with owner-only permissions when it does not exist.
-fn create_private(path: &Path) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io { path: path.to_path_buf(), source };
-    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(io)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(err) => Err(io(err)),
-    }
-}
-
-fn sql_error(path: &Path, source: rusqlite::Error) -> StoreError {
-    let path = path.to_path_buf();
-    match source.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::NotAStore { path },
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path, waited: BUSY_TIMEOUT },
-        _ => StoreError::Sqlite { path, source },
-    }
-}
-
-/// Applies the migrations the file has not seen, each in its own transaction.
-fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreError> {
-    let sql = |source| sql_error(path, source);
-    // A store that is up to date needs no write lock: readers must not wait for writers.
-    let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
-    if version == SCHEMA_VERSION {
-        return Ok(());
-    }
-    loop {
-        let transaction = begin_immediate(connection).map_err(sql)?;
-        // Read again under the write lock: another process may have migrated meanwhile.
-        let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(sql)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
-        }
-        let Some(migration) = usize::try_from(version).ok().and_then(|version| MIGRATIONS.get(version)) else {
-            return Ok(());
-        };
-        transaction.execute_batch(migration).map_err(sql)?;
-        transaction.pragma_update(None, "user_version", version + 1).map_err(sql)?;
-        transaction.commit().map_err(sql)?;
-    }
 }
 
 /// `text` as an FTS5 string (a phrase): quoted, so punctuation is not syntax.

@@ -1,13 +1,24 @@
 //! Recall probes: facts of folded-away messages, and whether the next request still has them.
 //!
-//! Probes are derived with [`extract`](crate::extract) from the messages a compaction took
-//! out of the request (or changed): the first user request, each later user ask, each file
-//! created or modified (its path), each error no later step fixed (its telling line), and
-//! the last stated next step. Long texts are cut to their first 120 characters at a word
-//! boundary. A probe is recalled when its normalized text ([`normalize`]: lowercase,
-//! whitespace folded, double quotes, backticks and asterisks dropped) occurs in the
-//! normalized text of the next request the model sees: system prompt, summary, pointers,
-//! tool calls and the verbatim tail.
+//! Two sets. The headline, [`independent_probes`] ([`raw`]), is read straight from the raw
+//! blocks with rules of its own, so a fact the summarizer drops still counts against it: the
+//! first request, the opening of every later user-authored text, every path a tool call
+//! wrote, the telling line of every failed output, and the opening of the last assistant
+//! text. The second, [`probes`], comes from [`extract`](crate::extract) facts, the same facts
+//! the extractive summary is built from (`extract_recall` in replay): the first request, each
+//! later ask, each file changed, each error no later step fixed, and the last stated next
+//! step, cut to their first 120 characters at a word boundary.
+//!
+//! A probe is recalled when its normalized text ([`normalize`]: lowercase, whitespace
+//! folded, double quotes, backticks and asterisks dropped) occurs in the normalized text of
+//! the next request the model sees: system prompt, summary, pointers, tool calls and the
+//! verbatim tail.
+
+pub mod raw;
+pub mod written;
+
+pub use raw::{folded_probes, independent_probes, MessageProbes, ProbeReader};
+pub use written::written_paths;
 
 use crate::check::normalize;
 use crate::conversation::{Block, Conversation, Message, ToolResultContent};
@@ -28,11 +39,24 @@ pub enum ProbeKind {
     UnresolvedError,
     /// The last stated next step.
     NextStep,
+    /// The telling line of a failed tool output, fixed later or not.
+    Error,
+    /// The opening of the last assistant text.
+    LastAssistant,
 }
 
 impl ProbeKind {
-    /// Every kind, in report order.
-    pub const ALL: [ProbeKind; 5] = [
+    /// The kinds of [`independent_probes`], in report order.
+    pub const INDEPENDENT: [ProbeKind; 5] = [
+        ProbeKind::FirstRequest,
+        ProbeKind::UserAsk,
+        ProbeKind::FileChanged,
+        ProbeKind::Error,
+        ProbeKind::LastAssistant,
+    ];
+
+    /// The kinds of the extract-based [`probes`], in report order.
+    pub const EXTRACT: [ProbeKind; 5] = [
         ProbeKind::FirstRequest,
         ProbeKind::UserAsk,
         ProbeKind::FileChanged,
@@ -48,6 +72,8 @@ impl ProbeKind {
             ProbeKind::FileChanged => "file_changed",
             ProbeKind::UnresolvedError => "unresolved_error",
             ProbeKind::NextStep => "next_step",
+            ProbeKind::Error => "error",
+            ProbeKind::LastAssistant => "last_assistant",
         }
     }
 }
@@ -65,7 +91,7 @@ pub struct Probe {
 pub const PROBE_CHARS: usize = 120;
 
 /// `text` normalized and cut to [`PROBE_CHARS`] characters at a word boundary.
-fn probe_text(text: &str) -> String {
+pub fn probe_text(text: &str) -> String {
     let normalized = normalize(text);
     if normalized.chars().count() <= PROBE_CHARS {
         return normalized;
@@ -186,6 +212,7 @@ mod tests {
                 kind: ActionKind::FileEdit,
                 what: "x".into(),
                 message: 2,
+                deleted: false,
             }],
             errors: vec![ErrorSeen {
                 tool: "Bash".into(),

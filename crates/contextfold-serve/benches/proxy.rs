@@ -1,0 +1,305 @@
+//! What the proxy costs a client, measured against a local upstream that answers at once:
+//!
+//! - **latency**: a 600-message coding-agent conversation (about 50k tokens, no compaction
+//!   needed in the default 200k window), its next call (two messages new) and its first call
+//!   (a conversation the proxy has not seen: every message read and counted), each sent
+//!   directly and through the proxy, interleaved, as p50/p99 of both and of the paired
+//!   difference;
+//! - **time to the first streamed byte** of the same next call, streamed;
+//! - **throughput**: 50 conversations at once, each making calls as its history grows, in
+//!   requests per second, directly and through the proxy (default window: no compaction;
+//!   and a 24k window, where the conversations compact);
+//! - **memory per idle conversation held**: the growth of the live heap (a counting
+//!   allocator) after conversations of 40 and of 400 messages have each made one call.
+//!
+//! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute). Everything runs
+//! in this process on 127.0.0.1: the client, the proxy and the upstream share the machine.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use contextfold::compactor::Compactor;
+use contextfold_core::tokens::Tokenizer;
+use contextfold_serve::{Proxy, ServeConfig};
+use serde_json::{json, Value};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Counts the bytes allocated and not yet freed.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Conversations measured for latency.
+const SAMPLES: usize = 300;
+/// Messages of the latency conversation.
+const MESSAGES: usize = 600;
+/// Conversations at once for throughput.
+const CONCURRENT: usize = 50;
+/// Calls each of them makes.
+const CALLS_EACH: usize = 30;
+
+fn main() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let upstream = upstream().await;
+        println!("contextfold serve benchmark ({} cores)", std::thread::available_parallelism().map_or(1, |n| n.get()));
+        latency(&upstream).await;
+        throughput(&upstream, None, "default window, no compaction").await;
+        throughput(&upstream, Some(24_000), "24k window, compacting").await;
+        memory(&upstream, 40, 900).await;
+        memory(&upstream, 400, 100).await;
+    });
+}
+
+/// An upstream that reads the body and answers at once: a small message, or with the
+/// header `x-bench-stream` an SSE stream whose first event goes out at once and the rest
+/// 2 ms later.
+async fn upstream() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let router = axum::Router::new().fallback(|request: axum::extract::Request| async move {
+        use http_body_util::BodyExt;
+        let stream = request.headers().contains_key("x-bench-stream");
+        let _ = request.into_body().collect().await;
+        if stream {
+            let first = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n";
+            let rest = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+            let frames = futures_util::stream::unfold(0, move |index| async move {
+                match index {
+                    0 => Some((Ok::<_, std::io::Error>(Bytes::from_static(first.as_bytes())), 1)),
+                    1 => {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        Some((Ok(Bytes::from_static(rest.as_bytes())), 2))
+                    }
+                    _ => None,
+                }
+            });
+            let mut response = Response::new(Body::from_stream(frames));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        } else {
+            let body = json!({"id": "msg_b", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 1, "output_tokens": 1}});
+            let mut response = Response::new(Body::from(body.to_string()));
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            response
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    url
+}
+
+/// A proxy in front of `upstream`, with `window` (the model's when `None`).
+async fn proxy(upstream: &str, window: Option<u64>) -> String {
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: upstream.to_string(),
+        window,
+        reserve: if window.is_some() { 2_000 } else { contextfold_serve::config::DEFAULT_RESERVE },
+        // The command line's default tokenizer: exact o200k counts, memoised.
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
+        ..ServeConfig::default()
+    };
+    let proxy = Proxy::bind(config).await.expect("the proxy binds");
+    let url = format!("http://{}", proxy.local_addr());
+    tokio::spawn(proxy.run(std::future::pending()));
+    url
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().expect("a client")
+}
+
+/// The first `count` messages of conversation `id`: a task, then tool calls (a read or a
+/// command) and their outputs of 300 to 900 characters, every text naming the conversation
+/// so that no two conversations share a text the token counter has seen.
+fn conversation(id: usize, count: usize) -> Vec<Value> {
+    let mut messages =
+        vec![json!({"role": "user", "content": format!("[conversation {id}] port the parser to the new AST")})];
+    let mut step = 0;
+    while messages.len() < count {
+        let call = format!("toolu_{id}_{step}");
+        let (name, input) = if step % 3 == 2 {
+            ("Bash", json!({"command": format!("cargo test -p parser --test it step_{step}")}))
+        } else {
+            ("Read", json!({"file_path": format!("/src/conversation_{id}/module_{step}.rs")}))
+        };
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Conversation {id}, step {step}: next I look at module {step}.")},
+            {"type": "tool_use", "id": call, "name": name, "input": input}]}));
+        let lines = 5 + step % 11;
+        let output: String = (0..lines)
+            .map(|line| {
+                format!("{line:>4}  fn item_{id}_{step}_{line}(input: &str) -> Result<Ast, Error> {{ parse(input) }}\n")
+            })
+            .collect();
+        messages.push(
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": output}]}),
+        );
+        step += 1;
+    }
+    messages.truncate(count);
+    messages
+}
+
+fn body(id: usize, count: usize, stream: bool) -> String {
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": stream,
+        "system": [{"type": "text", "text": "You are a careful coding agent.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
+                  {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}],
+        "messages": conversation(id, count)})
+    .to_string()
+}
+
+/// Sends `body` to `base` (as conversation `id`), returns the time to the whole answer and
+/// to its first body byte.
+async fn call(client: &reqwest::Client, base: &str, id: usize, body: String, stream: bool) -> (Duration, Duration) {
+    let started = Instant::now();
+    let mut request =
+        client.post(format!("{base}/v1/messages")).header("x-contextfold-session", format!("bench-{id}")).body(body);
+    if stream {
+        request = request.header("x-bench-stream", "1");
+    }
+    let mut response = request.send().await.expect("an answer");
+    assert_eq!(response.status(), 200);
+    let mut first = None;
+    while let Some(_chunk) = response.chunk().await.expect("the body") {
+        first.get_or_insert_with(|| started.elapsed());
+    }
+    (started.elapsed(), first.unwrap_or_default())
+}
+
+/// p50 and p99 of `samples`, in milliseconds.
+fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |share: f64| samples[((samples.len() - 1) as f64 * share).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn report(what: &str, direct: &mut [f64], proxied: &mut [f64]) {
+    let mut added: Vec<f64> = proxied.iter().zip(direct.iter()).map(|(p, d)| p - d).collect();
+    let (d50, d99) = percentiles(direct);
+    let (p50, p99) = percentiles(proxied);
+    let (a50, a99) = percentiles(&mut added);
+    println!(
+        "{what:<44} direct p50 {d50:7.3} ms p99 {d99:7.3} ms | proxy p50 {p50:7.3} ms p99 {p99:7.3} ms | added p50 {a50:6.3} ms p99 {a99:6.3} ms"
+    );
+}
+
+async fn latency(upstream: &str) {
+    let proxy = proxy(upstream, None).await;
+    let client = client();
+    let ms = |duration: Duration| duration.as_secs_f64() * 1e3;
+    let (mut cold, mut cold_direct) = (Vec::new(), Vec::new());
+    let (mut next, mut next_direct) = (Vec::new(), Vec::new());
+    let (mut first_byte, mut first_byte_direct) = (Vec::new(), Vec::new());
+    // A few conversations first, so connections and caches are warm.
+    for id in 0..SAMPLES + 10 {
+        let measured = id >= 10;
+        let first = body(id, MESSAGES - 2, false);
+        let direct = call(&client, upstream, id, first.clone(), false).await.0;
+        let proxied = call(&client, &proxy, id, first, false).await.0;
+        let grown = body(id, MESSAGES, false);
+        // Alternate which goes first, so neither is always second on a warm connection.
+        let (direct_next, proxied_next) = if id % 2 == 0 {
+            let direct = call(&client, upstream, id, grown.clone(), false).await.0;
+            (direct, call(&client, &proxy, id, grown, false).await.0)
+        } else {
+            let proxied = call(&client, &proxy, id, grown.clone(), false).await.0;
+            (call(&client, upstream, id, grown, false).await.0, proxied)
+        };
+        let streamed = body(id, MESSAGES + 2, true);
+        let direct_stream = call(&client, upstream, id, streamed.clone(), true).await.1;
+        let proxied_stream = call(&client, &proxy, id, streamed, true).await.1;
+        if measured {
+            cold_direct.push(ms(direct));
+            cold.push(ms(proxied));
+            next_direct.push(ms(direct_next));
+            next.push(ms(proxied_next));
+            first_byte_direct.push(ms(direct_stream));
+            first_byte.push(ms(proxied_stream));
+        }
+    }
+    let size = body(0, MESSAGES, false).len();
+    println!("latency: {SAMPLES} conversations of {MESSAGES} messages ({} KB a request)", size / 1000);
+    report("next call (2 new messages), whole answer", &mut next_direct, &mut next);
+    report("next call, streamed: first byte", &mut first_byte_direct, &mut first_byte);
+    report("first call of a new conversation", &mut cold_direct, &mut cold);
+}
+
+async fn throughput(upstream: &str, window: Option<u64>, what: &str) {
+    let proxy = proxy(upstream, window).await;
+    for (base, path) in [(upstream.to_string(), "direct"), (proxy, "proxy")] {
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..CONCURRENT)
+            .map(|index| {
+                let base = base.clone();
+                // Each run its own conversations, so the proxy's second run starts afresh.
+                let id = 10_000 + index + if path == "proxy" { CONCURRENT } else { 0 } + window.map_or(0, |_| 1_000);
+                tokio::spawn(async move {
+                    let client = client();
+                    for step in 0..CALLS_EACH {
+                        call(&client, &base, id, body(id, 21 + 2 * step, false), false).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a conversation");
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let requests = CONCURRENT * CALLS_EACH;
+        println!(
+            "throughput ({what}), {path}: {requests} requests of {CONCURRENT} conversations at once in {seconds:.2} s = {:.0} requests/s",
+            requests as f64 / seconds
+        );
+    }
+}
+
+async fn memory(upstream: &str, messages: usize, conversations: usize) {
+    let proxy = proxy(upstream, None).await;
+    let client = client();
+    // A first conversation warms the connection pool, the runtime and the counter.
+    call(&client, &proxy, 90_000, body(90_000, messages, false), false).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = LIVE.load(Ordering::Relaxed);
+    for index in 0..conversations {
+        let id = 100_000 + messages * 10_000 + index;
+        call(&client, &proxy, id, body(id, messages, false), false).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let grown = LIVE.load(Ordering::Relaxed) - before;
+    let size = body(0, messages, false).len();
+    println!(
+        "memory: {conversations} idle conversations of {messages} messages ({:.1} KB a request): {:.1} KB of live heap each ({:.2}× the request)",
+        size as f64 / 1e3,
+        grown as f64 / conversations as f64 / 1e3,
+        grown as f64 / conversations as f64 / size as f64
+    );
+}
