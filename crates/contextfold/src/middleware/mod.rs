@@ -459,8 +459,8 @@ impl CompactionMiddleware {
     }
 
     /// Compacts the working copy and stores the compaction with the caller's `history`; the
-    /// event of a compaction that changed something (one that would change nothing leaves
-    /// the working copy as it is and has none), and what went wrong.
+    /// event of a compaction that changed something (an automatic one that would change
+    /// nothing leaves the working copy as it is and has none), and what went wrong.
     async fn compact_working(
         &self,
         state: &mut State,
@@ -488,10 +488,11 @@ impl CompactionMiddleware {
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
         let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
-            Ok(compacted) if compacted.report.strategy_used.0.is_empty() => {
+            Ok(compacted) if trigger != Trigger::Manual && compacted.report.strategy_used.0.is_empty() => {
                 // Nothing to do by the compactor's count (the policy saw the calibrated
                 // one): the working copy stays as it is sent, shortened summary and all, so
-                // the prefix and the provider's cache are kept.
+                // the prefix and the provider's cache are kept. (A compaction asked for by
+                // hand is kept and reported all the same.)
                 state.full_summary = full_summary;
                 return (None, None);
             }
