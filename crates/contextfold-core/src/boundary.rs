@@ -146,7 +146,13 @@ pub fn last_cuts(messages: &[Message]) -> Vec<Option<usize>> {
             if turn_start {
                 last = Some(index);
             } else if message.role == Role::Assistant && index >= 2 {
-                let (call, answer) = (&messages[index - 2], &messages[index - 1]);
+                // A system message between the answer and this message does not count.
+                let answer_at = index - 1 - usize::from(messages[index - 1].role == Role::System);
+                let Some(call_at) = answer_at.checked_sub(1) else {
+                    out.push(last);
+                    continue;
+                };
+                let (call, answer) = (&messages[call_at], &messages[answer_at]);
                 let cycle = call.role == Role::Assistant
                     && answer.role == Role::User
                     && call.has_tool_use()
