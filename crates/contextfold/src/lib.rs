@@ -26,7 +26,7 @@
 //! # Compact one conversation
 //!
 //! ```
-//! use contextfold::{CompactConfig, Compactor, Conversation};
+//! use contextfold::{CompactConfig, Compactor, Conversation, Step};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,7 +44,9 @@
 //! let config = CompactConfig::builder().budget(1_000).build()?;
 //! let compacted = Compactor::default().compact(&conversation, &config).await?;
 //! assert!(compacted.report.tokens_after <= 1_000);
-//! assert_eq!(compacted.report.strategy_used.to_string(), "evict+summarize");
+//! // Older turns are folded into a summary; the report names each step taken.
+//! assert!(compacted.report.strategy_used.contains(Step::Summarize));
+//! assert!(compacted.report.messages_folded > 0);
 //! # Ok(())
 //! # }
 //! ```
