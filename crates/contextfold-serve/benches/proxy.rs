@@ -123,7 +123,7 @@ async fn proxy(upstream: &str, window: Option<u64>) -> String {
         window,
         reserve: if window.is_some() { 2_000 } else { contextfold_serve::config::DEFAULT_RESERVE },
         // The command line's default tokenizer: exact o200k counts, memoised.
-        compactor: Compactor::default().with_counter(Tokenizer::O200k.memoized()),
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
         ..ServeConfig::default()
     };
     let proxy = Proxy::bind(config).await.expect("the proxy binds");

@@ -149,7 +149,7 @@ impl ConversationState {
             + request.tools.map_or(0, |tools| count_tools(counter, tools));
         ConversationState {
             middleware: CompactionMiddleware::new(settings.compactor.clone(), config),
-            client: TokenLedger::new(counter),
+            client: TokenLedger::shared(settings.compactor.shared_counter()),
             fixed_tokens,
             calls: 0,
             compacted: false,
@@ -177,7 +177,7 @@ pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, 
     let state = slot.get_or_insert_with(|| ConversationState::new(settings, request));
     state.calls += 1;
     let prepared = state.middleware.prepare(request.messages, &[]).await;
-    let compaction = prepared.event.as_ref().map(|event| event.strategy.clone());
+    let compaction = prepared.event.as_ref().map(|event| event.strategy.to_string());
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
     let kept = kept_tail(&sent, request.messages);

@@ -31,7 +31,7 @@ fn config(strategy: &str) -> ReplayConfig {
         price: Price::parse("sonnet").expect("a preset"),
         cache: true,
         counter,
-        compactor: Compactor::default().with_counter(counter),
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
         trigger: 0.8,
         target: 0.3,
         progress: None,

@@ -14,7 +14,7 @@ use crate::mock::{Mock, Recorded, Reply};
 use contextfold::compactor::Compactor;
 use contextfold::replay::{replay, Price, ReplayConfig, StrategyResult};
 use contextfold_core::hash::{canonical_json, hash_bytes};
-use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter};
+use contextfold_core::tokens::{count_block, count_system, count_tools, TokenCounter, Tokenizer};
 use contextfold_core::{Conversation, Message, Role};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -124,7 +124,8 @@ async fn through_the_proxy(name: &str, conversation: &Conversation, price: Price
     settings.window = Some(WINDOW);
     settings.reserve = RESERVE;
     settings.compactor = Compactor::default();
-    let counter = settings.compactor.counter();
+    // The counter of `Compactor::default()`.
+    let counter = Tokenizer::Estimate.counter();
     let proxy = proxy(settings).await;
     let client = client();
     let mut bill = Bill { counter, previous: Vec::new(), result: StrategyResult::default() };
@@ -162,7 +163,7 @@ async fn a_session_through_the_proxy_costs_what_replay_says() {
             strategies: vec!["contextfold".into()],
             price,
             cache: true,
-            counter: compactor.counter(),
+            counter: Tokenizer::Estimate.counter(),
             compactor,
             trigger: 0.8,
             target: contextfold::middleware::DEFAULT_TARGET,

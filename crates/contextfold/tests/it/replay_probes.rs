@@ -27,7 +27,7 @@ fn config(window: u64) -> ReplayConfig {
         price: Price::parse("sonnet").unwrap(),
         cache: true,
         counter,
-        compactor: Compactor::default().with_counter(counter),
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
         trigger: 0.8,
         target: 0.3,
         progress: None,
