@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 /// A tool's output of about 2 KB.
 fn output(step: usize) -> String {
-    (0..30).map(|line| format!("{step:>4}:{line:>3}  let value = compute({line}, \"src/m{}.rs\");\n", step % 13)).collect()
+    (0..30)
+        .map(|line| format!("{step:>4}:{line:>3}  let value = compute({line}, \"src/m{}.rs\");\n", step % 13))
+        .collect()
 }
 
 /// The Chat Completions body after `calls` tool calls.

@@ -12,6 +12,7 @@
 //! call until the next one, which keeps the provider's prompt cache warm.
 
 use crate::body::join_messages;
+use crate::store::{named, ProxyStore};
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
@@ -128,8 +129,24 @@ pub struct ConversationState {
 }
 
 impl ConversationState {
-    /// The state of a conversation that starts with `request`.
-    fn new(settings: &Settings, request: &Request<'_>) -> ConversationState {
+    /// The state of a conversation that starts with `request`; with a `store`, its
+    /// compactions are kept there in a new session called `name`.
+    async fn new(
+        settings: &Settings,
+        store: Option<&ProxyStore>,
+        name: String,
+        request: &Request<'_>,
+    ) -> ConversationState {
+        let mut compactor = settings.compactor.clone();
+        if let Some(store) = store {
+            match store.create_session(name).await {
+                Ok(session) => compactor = compactor.with_store(store.sessions(), session),
+                Err(err) => tracing::warn!(
+                    error = %named(store.location(), &err),
+                    "contextfold serve: this conversation's compactions will not be stored"
+                ),
+            }
+        }
         let window = settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
         let mut config = MiddlewareConfig::new(window, settings.reserve);
         config.system = request.system.cloned();
@@ -140,7 +157,7 @@ impl ConversationState {
         let fixed_tokens = request.system.map_or(0, |system| count_system(counter, system))
             + request.tools.map_or(0, |tools| count_tools(counter, tools));
         ConversationState {
-            middleware: CompactionMiddleware::new(settings.compactor.clone(), config),
+            middleware: CompactionMiddleware::new(compactor, config),
             client: TokenLedger::new(counter),
             fixed_tokens,
             calls: 0,
@@ -163,13 +180,31 @@ impl ConversationState {
     }
 }
 
+/// Where a conversation is, for its state.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    /// How conversations are compacted.
+    pub settings: &'a Settings,
+    /// The store, when there is one.
+    pub store: Option<&'a ProxyStore>,
+    /// The name of the conversation's session in the store.
+    pub name: &'a str,
+}
+
 /// Decides what to send for `request`, with the conversation's state in `slot` (created
 /// on its first request).
-pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, request: &Request<'_>) -> Outcome {
-    let state = slot.get_or_insert_with(|| ConversationState::new(settings, request));
+pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
+    let state = match slot.take() {
+        Some(state) => state,
+        None => ConversationState::new(place.settings, place.store, place.name.to_string(), request).await,
+    };
+    let state = slot.insert(state);
     state.calls += 1;
     let prepared = state.middleware.prepare(request.messages, &[]).await;
-    let compaction = prepared.event.as_ref().map(|event| event.strategy.clone());
+    let compaction = prepared.event.as_ref().map(|event| match &event.store_error {
+        Some(error) => format!("{}; not stored: {error}", event.strategy),
+        None => event.strategy.clone(),
+    });
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
     let kept = kept_tail(&sent, request.messages);

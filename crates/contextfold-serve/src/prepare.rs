@@ -5,7 +5,7 @@
 //! [`Identity`].
 
 use crate::body::{BodyError, RequestBody};
-use crate::compaction::{self, ConversationState, Outcome, Request};
+use crate::compaction::{self, ConversationState, Outcome, Place, Request};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
 use crate::proxy::App;
@@ -61,9 +61,11 @@ pub async fn compact(
     log.conversation = Some(identity.short_conversation());
     let slot = app.conversations.slot(identity.conversation);
     app.stats.set_conversations(app.conversations.len());
+    let name = format!("serve {} {}", identity.session, identity.short_conversation());
+    let place = Place { settings: &app.settings, store: app.store.as_ref(), name: &name };
     let (outcome, call) = {
         let mut state = slot.lock().await;
-        let outcome = compaction::prepare(&mut state, &app.settings, &request).await;
+        let outcome = compaction::prepare(&mut state, place, &request).await;
         (outcome, state.as_ref().map_or(0, ConversationState::calls))
     };
     let report: OnUsage = Box::new(move |tokens| {

@@ -719,9 +719,13 @@ impl Compactor {
             let clipped = clip(work, &clip_config, self.counter);
             clipped_any |= !clipped.is_empty();
             for item in clipped {
-                // A payload clipped twice is reported once, with its first size.
+                // A payload clipped twice is reported once, with its first size and full
+                // payload, under the ref its marker now names.
                 match report.clipped.iter_mut().find(|old| (old.message, old.block) == (item.message, item.block)) {
-                    Some(old) => old.tokens_after = item.tokens_after,
+                    Some(old) => {
+                        old.tokens_after = item.tokens_after;
+                        old.reference = item.reference;
+                    }
                     None => report.clipped.push(item),
                 }
             }

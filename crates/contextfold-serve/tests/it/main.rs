@@ -10,4 +10,5 @@ mod mock;
 mod openai;
 mod security;
 mod sessions;
+mod stored;
 mod streaming;
