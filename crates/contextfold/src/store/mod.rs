@@ -19,6 +19,7 @@ mod recall_tool;
 mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod state;
 
 pub use location::StoreLocation;
 pub use memory::MemoryStore;
@@ -32,6 +33,7 @@ pub(crate) use record::redact_stored;
 pub use record::{record, Compaction, Destination, Origin};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use state::{ConversationStore, Put, StateLock, StateStore, StoredState};
 
 use crate::compactor::CompactionReport;
 use crate::summarize::Usage;

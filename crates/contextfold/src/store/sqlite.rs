@@ -78,6 +78,8 @@ INSERT INTO search_v3 (search_v3, rank) VALUES ('rank', 'bm25(0.0, 0.0, 0.0, 1.0
 DROP TABLE search;
 ALTER TABLE search_v3 RENAME TO search;
 "#,
+    // 4: conversation state, one versioned value per key (see `store::state`).
+    "CREATE TABLE states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
 ];
 
 /// How long a writer waits for another process's write lock before giving up.
@@ -189,16 +191,19 @@ impl SqliteStore {
         &self.path
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn sql(&self, source: rusqlite::Error) -> StoreError {
+    pub(super) fn sql(&self, source: rusqlite::Error) -> StoreError {
         sql_error(&self.path, source)
     }
 
     /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
-    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn write<T>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         // The mutex keeps transactions on this connection from nesting.
         let connection = self.lock();
         let transaction = begin_immediate(&connection).map_err(|err| self.sql(err))?;
