@@ -744,7 +744,7 @@ fn parse_log_format(name: &str) -> Result<contextfold_serve::LogFormat, String> 
 }
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
-    name.parse()
+    name.parse().map_err(|err| format!("{err}"))
 }
 
 #[cfg(test)]

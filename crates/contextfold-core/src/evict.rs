@@ -1,9 +1,11 @@
 //! Eviction: stale tool output becomes a typed pointer that says how to get it back.
 //!
-//! Eviction never removes a block (invariant 3): it swaps a tool_result's payload for one
-//! line of text naming the tool, its target, the size removed, the reason, how to restore
-//! it, and a stable `ref` (a content hash) under which a store can keep the original. The
-//! removed payloads travel in the [`EvictReport`], so a caller can store them.
+//! **Invariant:** eviction never removes a block (invariant 3): it swaps a tool_result's
+//! payload (or a large tool-call argument) for one line of text naming the tool, its target,
+//! the size removed, the reason, how to restore it, and a stable `ref` (a content hash) under
+//! which a store can keep the original. The removed payloads travel in the [`EvictReport`],
+//! so a caller can store them. (Dropping old thinking blocks removes blocks, so it is a step
+//! of its own: [`crate::thinking`].)
 //!
 //! Relevance first: a file read superseded by a later read of the same file and range, a
 //! read made stale by a later write or edit of the file, and an output repeated verbatim
@@ -11,13 +13,10 @@
 //! the most recent results. Outputs in the final message (the ones the model is about to
 //! read) are never evicted.
 
-use crate::boundary::current_loop_start;
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
 use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
-use crate::tokens::{
-    count_block, count_conversation, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD,
-};
+use crate::tokens::{count_block, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD};
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
@@ -50,9 +49,6 @@ pub struct EvictConfig {
     /// Clear string arguments of tool calls (e.g. the content of a Write) above this many
     /// tokens, except in the final assistant message.
     pub clear_inputs_over: Option<u64>,
-    /// Drop thinking blocks of all but the last N user turns, never in the current tool
-    /// loop. This removes blocks; it is off by default.
-    pub keep_thinking_turns: Option<usize>,
     /// Pointers tell the model to restore a payload with the `context_recall` tool instead of
     /// re-running its tool. Only true when the model has that tool and a store keeps the
     /// payloads; off by default.
@@ -71,15 +67,16 @@ impl Default for EvictConfig {
             exclude_tools: Vec::new(),
             min_payload_tokens: 64,
             clear_inputs_over: None,
-            keep_thinking_turns: None,
             recall_tool: false,
         }
     }
 }
 
-/// Why a payload was evicted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+/// Why a payload was evicted. Reasons order by [`Reason::name`], so a report's
+/// [`EvictReport::by_reason`] lists them alphabetically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Reason {
     /// The same file and range was read again later.
     Superseded,
@@ -113,6 +110,18 @@ impl Reason {
             Reason::Age => "older output",
             Reason::Input => "large tool argument",
         }
+    }
+}
+
+impl Ord for Reason {
+    fn cmp(&self, other: &Reason) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Reason) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -156,11 +165,9 @@ pub struct EvictReport {
     /// Number of payloads offloaded.
     pub offloaded: usize,
     /// Offloads by reason.
-    pub by_reason: BTreeMap<String, usize>,
+    pub by_reason: BTreeMap<Reason, usize>,
     /// Each offload.
     pub items: Vec<Offload>,
-    /// Thinking blocks dropped.
-    pub thinking_cleared: usize,
     /// Why nothing was evicted, when candidates existed but a threshold was not met.
     pub skipped: Option<String>,
 }
@@ -255,19 +262,12 @@ fn evict_counted(
             *block = std::mem::replace(&mut item.replacement, Block::text(""));
         }
     }
-    if let Some(turns) = config.keep_thinking_turns {
-        report.thinking_cleared = clear_thinking(&mut conversation.messages, turns);
-    }
     for item in &planned {
-        *report.by_reason.entry(item.reason.name().to_string()).or_default() += 1;
+        *report.by_reason.entry(item.reason).or_default() += 1;
     }
     report.offloaded = planned.len();
     report.items = planned;
-    report.tokens_after = if report.thinking_cleared > 0 {
-        count_conversation(counter, conversation)
-    } else {
-        total_after(tokens_before, &report.items)
-    };
+    report.tokens_after = total_after(tokens_before, &report.items);
     report
 }
 
@@ -558,36 +558,10 @@ fn offload(
 /// String arguments at least this long are cleared by [`EvictConfig::clear_inputs_over`].
 pub const CLEARED_INPUT_BYTES: usize = 400;
 
-/// Drops thinking blocks before the last `keep_turns` user turns, outside the current loop.
-fn clear_thinking(messages: &mut [Message], keep_turns: usize) -> usize {
-    let loop_start = current_loop_start(messages);
-    let turn_starts: Vec<usize> = (0..messages.len())
-        .filter(|&index| messages[index].role == Role::User && messages[index].is_authored())
-        .collect();
-    let keep_from = turn_starts.len().checked_sub(keep_turns.max(1)).map_or(0, |at| turn_starts[at]).min(loop_start);
-    let mut cleared = 0;
-    for message in &mut messages[..keep_from] {
-        if message.role != Role::Assistant {
-            continue;
-        }
-        let others = message
-            .content
-            .iter()
-            .filter(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)))
-            .count();
-        if others == 0 || others == message.content.len() {
-            continue;
-        }
-        cleared += message.content.len() - others;
-        message.content.retain(|block| !matches!(block, Block::Thinking(_) | Block::RedactedThinking(_)));
-    }
-    cleared
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::Chars4;
+    use crate::tokens::{count_conversation, Chars4};
     use crate::validate::validate;
     use serde_json::json;
 
@@ -723,7 +697,7 @@ mod tests {
     }
 
     #[test]
-    fn large_inputs_and_thinking() {
+    fn large_inputs() {
         let mut conversation = session(&[
             ("Write", json!({"file_path": "new.rs", "content": big("w")}), "created".into()),
             ("Bash", json!({"command": "ls"}), "a".into()),
@@ -733,18 +707,5 @@ mod tests {
         let Block::ToolUse(write) = &conversation.messages[1].content[0] else { panic!() };
         assert_eq!(write.input["file_path"], "new.rs");
         assert!(write.input["content"].as_str().unwrap().starts_with(POINTER_PREFIX));
-
-        let mut conversation = Conversation::from_value(json!([
-            {"role": "user", "content": "one"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "a"}]},
-            {"role": "user", "content": "two"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "b"}]}
-        ]))
-        .unwrap();
-        let report =
-            evict(&mut conversation, &EvictConfig { keep_thinking_turns: Some(1), ..EvictConfig::default() }, &Chars4);
-        assert_eq!(report.thinking_cleared, 1);
-        assert_eq!(conversation.messages[1].content.len(), 1);
-        assert_eq!(conversation.messages[3].content.len(), 2);
     }
 }

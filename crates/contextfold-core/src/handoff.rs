@@ -49,6 +49,9 @@ const SHORT_BULLET_CHARS: usize = 300;
 /// How long the first request stays when its section is shortened.
 const FIRST_REQUEST_CHARS: usize = 1_000;
 
+/// The fewest tokens the last request left in a summary is cut to.
+const MIN_REQUEST_TOKENS: u64 = 16;
+
 /// Where the conversation's first request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FirstRequest {
@@ -250,13 +253,17 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         // Which bullets are oldest: the end of the requests list (but not the first request,
         // which is last), the start of every other list.
         while total > allowance[index] && !bullets.is_empty() {
+            if index == 0 && bullets.len() == 1 {
+                // The last request left is cut to the section's share, never dropped: a
+                // summary that holds nothing would lose the head without a word.
+                bullets[0] = cut_chars(&bullets[0], allowance[index].max(MIN_REQUEST_TOKENS), counter);
+                break;
+            }
             let removable = if index == 0 {
                 let last = bullets.len() - 1;
-                let first_request = bullets[last].starts_with(FIRST_REQUEST);
-                match (bullets.len(), first_request) {
-                    (1, _) => 0,
-                    (_, true) => last - 1,
-                    (_, false) => last,
+                match bullets[last].starts_with(FIRST_REQUEST) {
+                    true => last - 1,
+                    false => last,
                 }
             } else if index == ERRORS {
                 // Errors a later step fixed go before any that are still open.
@@ -323,6 +330,22 @@ mod tests {
         ]))
         .unwrap();
         extract(&conversation.messages, Preset::Auto)
+    }
+
+    #[test]
+    fn a_tiny_budget_keeps_the_first_request_cut_rather_than_nothing() {
+        let ask = "Fix the rounding bug in billing/invoice.py and keep the public API. ".repeat(40);
+        let conversation = Conversation::from_value(json!([
+            {"role": "user", "content": ask},
+            {"role": "assistant", "content": "Done."}
+        ]))
+        .unwrap();
+        let facts = extract(&conversation.messages, Preset::Auto);
+        for budget in [64, 128, 256] {
+            let text = handoff(&facts, None, FirstRequest::InFacts, budget, &Chars4);
+            assert!(text.contains("Fix the rounding bug"), "{budget}: {text}");
+            assert!(Chars4.count_text(&text) <= budget, "{budget}: {text}");
+        }
     }
 
     #[test]

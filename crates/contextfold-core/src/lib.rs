@@ -39,6 +39,7 @@ pub mod render;
 pub mod repair;
 pub mod stats;
 pub mod summary;
+pub mod thinking;
 pub mod tokens;
 pub mod tools;
 pub mod validate;

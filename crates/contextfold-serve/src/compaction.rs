@@ -158,7 +158,7 @@ impl ConversationState {
             + request.tools.map_or(0, |tools| count_tools(counter, tools));
         ConversationState {
             middleware: CompactionMiddleware::new(compactor, config),
-            client: TokenLedger::new(counter),
+            client: TokenLedger::shared(settings.compactor.shared_counter()),
             fixed_tokens,
             calls: 0,
             compacted: false,
@@ -203,7 +203,7 @@ pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, req
     let prepared = state.middleware.prepare(request.messages, &[]).await;
     let compaction = prepared.event.as_ref().map(|event| match &event.store_error {
         Some(error) => format!("{}; not stored: {error}", event.strategy),
-        None => event.strategy.clone(),
+        None => event.strategy.to_string(),
     });
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();

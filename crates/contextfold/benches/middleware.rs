@@ -46,7 +46,7 @@ fn messages() -> Vec<Message> {
 fn middleware() -> CompactionMiddleware {
     // A 10M-token window: the policy never asks for a compaction.
     CompactionMiddleware::new(
-        Compactor::default().with_counter(Tokenizer::Estimate.counter()),
+        Compactor::default().with_counter(Tokenizer::Estimate.shared()),
         MiddlewareConfig::new(10_000_000, 16_000),
     )
 }

@@ -70,7 +70,7 @@ fn compactions(sessions: &[(String, Conversation)]) -> Vec<Kept> {
                 name: name.clone(),
                 messages: conversation.messages.clone(),
                 // The session id is set when the compaction is stored.
-                payloads: Payload::from_report("", &compacted.report),
+                payloads: compacted.report.payloads(""),
                 summary: compacted.summary,
                 report: serde_json::to_value(&compacted.report).expect("a report"),
             }

@@ -1,9 +1,12 @@
 //! Policies: whether to compact before this call. They decide; the middleware acts.
 //!
-//! Policies compose with [`All`]: compact only when every policy agrees. [`Threshold`]
-//! says when the next request is big enough, [`RateLimit`] keeps compactions apart and
-//! stops loops, [`Confirm`] asks the caller, [`Off`] is a real off switch (even an
-//! overflowing request is then sent as it is).
+//! A decision is a pure function of what the policy sees ([`PolicyInput`]), so
+//! [`Policy::decide`] is synchronous. Policies compose with [`All`]: compact only when every
+//! policy agrees. [`CostAware`] compacts when it pays under prompt caching, [`Threshold`]
+//! when the next request is big enough, [`RateLimit`] keeps compactions apart and stops
+//! loops, [`Off`] is a real off switch (its [`Decision::Never`] sends even an overflowing
+//! request as it is). Asking someone is not a decision of this kind: [`Confirm`] is the
+//! middleware's async hook, asked after the policy said [`Decision::Compact`].
 
 use crate::summarize::BoxFuture;
 use std::sync::Arc;
@@ -29,22 +32,20 @@ pub struct PolicyInput {
 
 /// A policy's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Compact.
     Compact,
-    /// Do not, and why.
+    /// Not now, and why; a request that would overflow the window is compacted anyway.
     Skip(String),
+    /// Not at all, and why: the request is sent as it is even when it overflows.
+    Never(String),
 }
 
 /// Decides whether to compact before a call.
 pub trait Policy: Send + Sync {
     /// The decision for `input`.
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision>;
-
-    /// Whether this policy turns compaction off altogether, overflow included.
-    fn is_off(&self) -> bool {
-        false
-    }
+    fn decide(&self, input: &PolicyInput) -> Decision;
 }
 
 /// When the next request is big enough to compact. All forms are relative to the usable
@@ -74,13 +75,12 @@ impl Threshold {
 }
 
 impl Policy for Threshold {
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        let decision = if self.crossed(input) {
+    fn decide(&self, input: &PolicyInput) -> Decision {
+        if self.crossed(input) {
             Decision::Compact
         } else {
             Decision::Skip(format!("{} tokens are under the threshold ({self:?})", input.request_tokens))
-        };
-        Box::pin(async move { decision })
+        }
     }
 }
 
@@ -104,8 +104,8 @@ impl Default for RateLimit {
 }
 
 impl Policy for RateLimit {
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        let decision = if input.consecutive >= self.max_consecutive {
+    fn decide(&self, input: &PolicyInput) -> Decision {
+        if input.consecutive >= self.max_consecutive {
             Decision::Skip(format!(
                 "{} compactions in a row; waiting for the conversation to move on",
                 input.consecutive
@@ -117,34 +117,38 @@ impl Policy for RateLimit {
             ))
         } else {
             Decision::Compact
-        };
-        Box::pin(async move { decision })
+        }
     }
 }
 
-/// An async callback that may veto a compaction.
+/// An async callback that may veto a compaction: `true` to go ahead.
 pub type ConfirmFn = Arc<dyn Fn(PolicyInput) -> BoxFuture<'static, bool> + Send + Sync>;
 
-/// Asks the caller (e.g. the user) before compacting.
+/// Asks the caller (e.g. the user) before a compaction the policy decided on
+/// ([`CompactionMiddleware::with_confirmation`](crate::middleware::CompactionMiddleware::with_confirmation)).
+/// A compaction that an overflow forces is not asked about: the request would fail.
 #[derive(Clone)]
 pub struct Confirm(pub ConfirmFn);
+
+impl Confirm {
+    /// A hook asking `ask`.
+    pub fn new<F, Fut>(ask: F) -> Confirm
+    where
+        F: Fn(PolicyInput) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = bool> + Send + 'static,
+    {
+        Confirm(Arc::new(move |input| Box::pin(ask(input))))
+    }
+
+    /// Whether the caller agrees to compact for `input`.
+    pub async fn ask(&self, input: PolicyInput) -> bool {
+        (self.0)(input).await
+    }
+}
 
 impl std::fmt::Debug for Confirm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Confirm(..)")
-    }
-}
-
-impl Policy for Confirm {
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        let asked = (self.0)(*input);
-        Box::pin(async move {
-            if asked.await {
-                Decision::Compact
-            } else {
-                Decision::Skip("the confirmation callback declined".into())
-            }
-        })
     }
 }
 
@@ -153,16 +157,13 @@ impl Policy for Confirm {
 pub struct Off;
 
 impl Policy for Off {
-    fn decide<'a>(&'a self, _input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        Box::pin(async { Decision::Skip("compaction is off".into()) })
-    }
-
-    fn is_off(&self) -> bool {
-        true
+    fn decide(&self, _input: &PolicyInput) -> Decision {
+        Decision::Never("compaction is off".into())
     }
 }
 
-/// Compacts only when every policy agrees; the first that declines gives the reason.
+/// Compacts only when every policy agrees. A [`Decision::Never`] of any policy wins; else
+/// the first that declines gives the reason.
 #[derive(Clone)]
 pub struct All(pub Vec<Arc<dyn Policy>>);
 
@@ -173,19 +174,20 @@ impl std::fmt::Debug for All {
 }
 
 impl Policy for All {
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        Box::pin(async move {
-            for policy in &self.0 {
-                if let Decision::Skip(reason) = policy.decide(input).await {
-                    return Decision::Skip(reason);
+    fn decide(&self, input: &PolicyInput) -> Decision {
+        let mut decision = Decision::Compact;
+        for policy in &self.0 {
+            match policy.decide(input) {
+                never @ Decision::Never(_) => return never,
+                Decision::Compact => {}
+                declined => {
+                    if decision == Decision::Compact {
+                        decision = declined;
+                    }
                 }
             }
-            Decision::Compact
-        })
-    }
-
-    fn is_off(&self) -> bool {
-        self.0.iter().any(|policy| policy.is_off())
+        }
+        decision
     }
 }
 
@@ -235,8 +237,8 @@ impl CostAware {
 }
 
 impl Policy for CostAware {
-    fn decide<'a>(&'a self, input: &'a PolicyInput) -> BoxFuture<'a, Decision> {
-        let decision = if input.request_tokens > input.usable_window {
+    fn decide(&self, input: &PolicyInput) -> Decision {
+        if input.request_tokens > input.usable_window {
             Decision::Compact
         } else if (input.request_tokens as f64) < self.floor * input.usable_window as f64 {
             Decision::Skip(format!("{} tokens are under the floor of the cost-aware policy", input.request_tokens))
@@ -244,8 +246,7 @@ impl Policy for CostAware {
             Decision::Compact
         } else {
             Decision::Skip("compacting now would cost more in cache writes than it saves".into())
-        };
-        Box::pin(async move { decision })
+        }
     }
 }
 
@@ -272,7 +273,7 @@ mod tests {
     }
 
     fn decide(policy: &dyn Policy, input: PolicyInput) -> Decision {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(policy.decide(&input))
+        policy.decide(&input)
     }
 
     #[test]
@@ -298,12 +299,18 @@ mod tests {
         let policy = All(vec![Arc::new(Threshold::Fraction(0.8)), Arc::new(RateLimit::default())]);
         assert_eq!(decide(&policy, input(900)), Decision::Compact);
         assert!(matches!(decide(&policy, input(100)), Decision::Skip(_)));
-        assert!(!default_policy().is_off());
-        let veto =
-            All(vec![Arc::new(Threshold::Absolute(0)), Arc::new(Confirm(Arc::new(|_| Box::pin(async { false }))))]);
-        assert_eq!(decide(&veto, input(900)), Decision::Skip("the confirmation callback declined".into()));
-        assert!(All(vec![Arc::new(Off)]).is_off());
-        assert!(!policy.is_off());
+        // Off wins over an earlier policy that only declines: nothing compacts, overflow included.
+        let off = All(vec![Arc::new(Threshold::Fraction(0.99)), Arc::new(Off)]);
+        assert_eq!(decide(&off, input(900)), Decision::Never("compaction is off".into()));
+        assert!(matches!(decide(&default_policy(), input(900)), Decision::Compact | Decision::Skip(_)));
+    }
+
+    #[test]
+    fn confirmation_is_an_async_hook() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let asked = Confirm::new(|input: PolicyInput| async move { input.request_tokens > 500 });
+        assert!(runtime.block_on(asked.ask(input(900))));
+        assert!(!runtime.block_on(asked.ask(input(100))));
     }
 
     #[test]

@@ -4,13 +4,15 @@ use super::store::Persist;
 use crate::args::{CompactArgs, CutArgs, LlmArgs, TargetArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
-use contextfold::compactor::{ClipLimit, CompactConfig, CompactionReport, Compactor, Strategy, Target};
+use contextfold::compactor::{
+    ClipLimit, CompactConfig, CompactError, CompactionReport, Compactor, ConfigError, Strategy, Target, Undersized,
+};
 use contextfold::core::evict::EvictConfig;
 use contextfold::core::plan::PlanConfig;
 use contextfold::core::prompt::Instructions;
 use contextfold::input::{self, Shown};
-use contextfold::store::Compaction;
-use contextfold::summarize::{Extractive, Summarizer};
+use contextfold::store::Origin;
+use contextfold::summarize::Summarizer;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -41,15 +43,23 @@ impl CutArgs {
                 ..defaults.plan.clone()
             },
             summary_tokens: self.summary_tokens,
+            // A size the user asked for that no summary fits is an error naming the smallest
+            // that works; the default (half the input) is raised to it instead, with a note.
+            undersized: match target.target() {
+                Target::Shrink(_) => Undersized::Raise,
+                _ => Undersized::Fail,
+            },
             ..defaults
         }
     }
 }
 
 impl CompactArgs {
-    fn config(&self) -> CompactConfig {
+    /// The library configuration these arguments ask for; a usage error when they
+    /// contradict each other (a budget or window of 0, a reserve not below the window).
+    fn config(&self) -> Result<CompactConfig, ConfigError> {
         let base = self.cut.config(&self.target);
-        CompactConfig {
+        let config = CompactConfig {
             strategy: self.strategy,
             instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
             evict: EvictConfig { recall_tool: self.persist.recall_tool, ..base.evict.clone() },
@@ -61,12 +71,15 @@ impl CompactArgs {
                 Some(tokens) => ClipLimit::Tokens(tokens),
             },
             ..base
-        }
+        };
+        config.check()?;
+        Ok(config)
     }
 }
 
-/// The summarizer `llm.summarizer` names (`extractive`, `anthropic[:MODEL]`, `openai[:MODEL]`).
-pub fn summarizer(llm: &LlmArgs) -> anyhow::Result<Arc<dyn Summarizer>> {
+/// A compactor with the summarizer `llm.summarizer` names (`extractive`, `anthropic[:MODEL]`,
+/// `openai[:MODEL]`).
+pub fn compactor(llm: &LlmArgs) -> anyhow::Result<Compactor> {
     let (name, model) = match llm.summarizer.split_once(':') {
         Some((name, model)) => (name, Some(model)),
         None => (llm.summarizer.as_str(), None),
@@ -87,11 +100,12 @@ pub fn summarizer(llm: &LlmArgs) -> anyhow::Result<Arc<dyn Summarizer>> {
             if let Some(seconds) = llm.timeout {
                 builder = builder.timeout(std::time::Duration::from_secs(seconds));
             }
-            Arc::new(builder.build()?)
+            let model: Arc<dyn Summarizer> = Arc::new(builder.build()?);
+            Compactor::new(model)
         }};
     }
     Ok(match name {
-        "extractive" => Arc::new(Extractive::default()),
+        "extractive" => Compactor::default(),
         "anthropic" => configure!(contextfold::summarize::http::Anthropic::from_env()),
         "openai" => configure!(contextfold::summarize::http::OpenAiCompatible::from_env()),
         other => bail!("unknown summarizer `{other}` (expected extractive, anthropic[:MODEL] or openai[:MODEL])"),
@@ -152,6 +166,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     if args.dry_run && args.persist.store.is_some() {
         bail!("--dry-run writes nothing; it cannot be used with --store");
     }
+    let config = args.config()?;
     let persist = args.persist.open(files.len())?;
     let mut notes = Vec::new();
     let known = ["extractive", "anthropic", "openai"];
@@ -162,22 +177,21 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
             args.llm.summarizer
         );
     }
-    let summarizer = match summarizer(&args.llm) {
-        Ok(summarizer) => summarizer,
+    let compactor = match compactor(&args.llm) {
+        Ok(compactor) => compactor,
         Err(err) if args.strategy == Strategy::Auto && name != "extractive" => {
             let note = format!("{err:#}; using the extractive summarizer instead");
             eprintln!("contextfold: warning: {note}");
             notes.push(note);
-            Arc::new(Extractive::default())
+            Compactor::default()
         }
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
-    let redactor = args.persist.redactor(summarizer.is_llm());
-    let mut compactor = Compactor::new(summarizer).with_counter(args.counting.tokenizer.counter());
+    let redactor = args.persist.redactor(compactor.summarizer().is_some());
+    let mut compactor = compactor.with_counter(args.counting.tokenizer.shared());
     if let Some(redactor) = redactor {
         compactor = compactor.with_redactor(redactor);
     }
-    let config = args.config();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let progress = (several && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(files.len() as u64);
@@ -234,31 +248,39 @@ fn compact_one(
 ) -> anyhow::Result<Row> {
     let parsed = super::load(file, args.input.format)?;
     let shown = Shown(file.to_path_buf()).to_string();
-    let compacted = runtime.block_on(compactor.compact(&parsed.conversation, config)).with_context(|| shown.clone())?;
+    // With a store, the compactor keeps the compaction, with the input's origin, in the
+    // file's session.
+    let recording = persist.map(|persist| persist.session_for(file)).transpose()?;
+    let compactor = match (persist, &recording) {
+        (Some(persist), Some(recording)) => compactor
+            .clone()
+            .with_store(persist.store(), recording.session.clone())
+            .with_origin(Origin::new(&parsed.conversation, parsed.format, parsed.layout)),
+        _ => compactor.clone(),
+    };
+    let compacted = match (runtime.block_on(compactor.compact(&parsed.conversation, config)), persist, &recording) {
+        (Ok(compacted), _, _) => compacted,
+        (Err(CompactError::Store { source, .. }), Some(persist), Some(recording)) => {
+            return Err(persist.failed(recording, source).context(shown));
+        }
+        (Err(err), persist, recording) => {
+            if let (Some(persist), Some(recording)) = (persist, recording) {
+                persist.forget(recording);
+            }
+            return Err(anyhow::Error::new(err).context(shown));
+        }
+    };
     let mut report = compacted.report;
     report.notes.extend(notes.iter().cloned());
     if args.strategy == Strategy::Summarize {
-        if let Some(fallback) = report.fallbacks.iter().find(|fallback| fallback.to.starts_with("extractive")) {
-            bail!("{shown}: the {} summarizer failed: {}", fallback.from, fallback.reason);
+        if let Some(fallback) = report.summarizer_fell_back() {
+            if let (Some(persist), Some(recording)) = (persist, &recording) {
+                persist.forget(recording);
+            }
+            bail!("{shown}: the {} summarizer failed: {}", fallback.from(), fallback.reason());
         }
     }
-    let session = match persist {
-        Some(persist) => Some(persist.record(
-            file,
-            &Compaction {
-                input: &parsed.conversation,
-                format: parsed.format,
-                layout: parsed.layout,
-                output: &compacted.conversation,
-                offloaded: &report.items,
-                clipped: &report.clipped,
-                folded: report.messages_folded,
-                summarizer: report.summarizer.as_deref().map(|name| (name, report.summarizer_usage)),
-                report: &serde_json::to_value(&report)?,
-            },
-        )?),
-        None => None,
-    };
+    let session = recording.map(|recording| recording.session);
     let destination: Option<PathBuf> = match (&args.output, &args.out_dir) {
         _ if args.dry_run => None,
         (Some(path), _) => Some(path.clone()),
@@ -326,7 +348,7 @@ fn summary_line(file: &str, report: &CompactionReport) -> String {
     }
     let mut line = parts.join("; ");
     for fallback in &report.fallbacks {
-        line.push_str(&format!("\n  fallback: {} → {}: {}", fallback.from, fallback.to, fallback.reason));
+        line.push_str(&format!("\n  fallback: {} → {}: {}", fallback.from(), fallback.to(), fallback.reason()));
     }
     for note in &report.notes {
         line.push_str(&format!("\n  note: {note}"));

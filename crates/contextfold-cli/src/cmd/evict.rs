@@ -4,11 +4,13 @@ use crate::args::EvictArgs;
 use crate::output::{self, thousands};
 use anyhow::bail;
 use contextfold::core::clip::{clip, ClipConfig, Clipped};
-use contextfold::core::evict::{evict, EvictConfig, EvictReport};
+use contextfold::core::evict::{evict, EvictConfig, EvictReport, Offload, Reason};
+use contextfold::core::thinking::clear_thinking;
 use contextfold::core::tokens::count_conversation;
 use contextfold::input;
-use contextfold::store::Compaction;
+use contextfold::store::{Origin, Payload, StoredCompaction};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,21 +27,43 @@ impl EvictArgs {
             pinned_paths: self.pinned_paths.clone(),
             exclude_tools: self.exclude_tools.clone(),
             clear_inputs_over: self.clear_inputs_over,
-            keep_thinking_turns: self.keep_thinking_turns,
             recall_tool: self.persist.recall_tool,
             ..EvictConfig::default()
         }
     }
 }
 
-/// The `--json` report: the eviction report, what was clipped, and the stored session.
+/// The `--json` report: the eviction report, the thinking blocks cleared, what was clipped,
+/// and the stored session.
 #[derive(Serialize)]
 struct Report {
-    #[serde(flatten)]
-    evicted: EvictReport,
+    tokens_before: u64,
+    tokens_after: u64,
+    offloaded: usize,
+    by_reason: BTreeMap<Reason, usize>,
+    items: Vec<Offload>,
+    thinking_cleared: usize,
+    skipped: Option<String>,
     clipped: Vec<Clipped>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<String>,
+}
+
+impl Report {
+    fn new(evicted: EvictReport, thinking_cleared: usize, clipped: Vec<Clipped>) -> Report {
+        let EvictReport { tokens_before, tokens_after, offloaded, by_reason, items, skipped, .. } = evicted;
+        Report {
+            tokens_before,
+            tokens_after,
+            offloaded,
+            by_reason,
+            items,
+            thinking_cleared,
+            skipped,
+            clipped,
+            session: None,
+        }
+    }
 }
 
 pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
@@ -52,6 +76,12 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let original = persist.as_ref().map(|_| parsed.conversation.clone());
     let counter = args.counting.tokenizer.counter();
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
+    // Clearing thinking removes blocks, so it is a step of its own, after eviction.
+    let thinking_cleared =
+        args.keep_thinking_turns.map_or(0, |turns| clear_thinking(&mut parsed.conversation.messages, turns));
+    if thinking_cleared > 0 {
+        report.tokens_after = count_conversation(counter, &parsed.conversation);
+    }
     // 0 is the old spelling of no clipping, as in `compact`.
     let clipped = match args.max_tool_output.filter(|&limit| limit > 0) {
         Some(limit) => {
@@ -65,23 +95,21 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
         }
         None => Vec::new(),
     };
-    let mut report = Report { evicted: report, clipped, session: None };
-    if let (Some(persist), Some(original)) = (&persist, &original) {
-        let json = serde_json::to_value(&report)?;
-        report.session = Some(persist.record(
-            &args.file,
-            &Compaction {
-                input: original,
-                format: parsed.format,
-                layout: parsed.layout,
-                output: &parsed.conversation,
-                offloaded: &report.evicted.items,
-                clipped: &report.clipped,
-                folded: 0,
-                summarizer: None,
-                report: &json,
-            },
-        )?);
+    let mut report = Report::new(report, thinking_cleared, clipped);
+    if let (Some(persist), Some(original)) = (&persist, original) {
+        let recording = persist.session_for(&args.file)?;
+        let payloads = (report.items.iter().map(|item| Payload::from_offload(&recording.session, item)))
+            .chain(report.clipped.iter().map(|item| Payload::from_clipped(&recording.session, item)))
+            .collect();
+        let stored = StoredCompaction {
+            origin: Some(Origin::new(&original, parsed.format, parsed.layout)),
+            history: original.messages,
+            payloads,
+            summary: None,
+            report: serde_json::to_value(&report)?,
+        };
+        persist.keep(&recording, stored)?;
+        report.session = Some(recording.session);
     }
     // On a terminal without -o, a report and the shape of the result, as `compact` shows.
     let on_terminal = args.output.is_none() && !args.json && std::io::stdout().is_terminal();
@@ -111,25 +139,27 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
 
 /// What was evicted and clipped, in one line with the reasons.
 fn summary_line(file: &str, report: &Report) -> String {
-    let Report { evicted, clipped, session } = report;
     let mut line = format!(
         "{file}: evicted {} payload(s): {} → {} tokens",
-        evicted.offloaded,
-        thousands(evicted.tokens_before),
-        thousands(evicted.tokens_after)
+        report.offloaded,
+        thousands(report.tokens_before),
+        thousands(report.tokens_after)
     );
-    if !evicted.by_reason.is_empty() {
+    if !report.by_reason.is_empty() {
         let reasons: Vec<String> =
-            evicted.by_reason.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+            report.by_reason.iter().map(|(reason, count)| format!("{} {count}", reason.name())).collect();
         line.push_str(&format!(" ({})", reasons.join(", ")));
     }
-    if !clipped.is_empty() {
-        line.push_str(&format!("; clipped {} output(s)", clipped.len()));
+    if report.thinking_cleared > 0 {
+        line.push_str(&format!("; cleared {} thinking block(s)", report.thinking_cleared));
     }
-    if let Some(skipped) = &evicted.skipped {
+    if !report.clipped.is_empty() {
+        line.push_str(&format!("; clipped {} output(s)", report.clipped.len()));
+    }
+    if let Some(skipped) = &report.skipped {
         line.push_str(&format!("; nothing evicted: {skipped}"));
     }
-    if let Some(session) = session {
+    if let Some(session) = &report.session {
         line.push_str(&format!("; stored as session {session}"));
     }
     line

@@ -1,10 +1,9 @@
 //! `contextfold replay`: strategies side by side on recorded sessions.
 
-use super::compact::{inputs, summarizer};
+use super::compact::{compactor, inputs};
 use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
-use contextfold::compactor::Compactor;
 use contextfold::redact::Redactor;
 use contextfold::replay::{relate_to_none, replay, Price, ReplayConfig, StrategyResult};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,7 +11,7 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One file's results at one window.
 struct FileResult {
@@ -47,14 +46,14 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let summarizer = match summarizer(&args.llm) {
-        Ok(summarizer) => summarizer,
+    let compactor = match compactor(&args.llm) {
+        Ok(compactor) => compactor,
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
     // Replay counts the same outputs many times over; remember their counts.
     let counter = args.counting.tokenizer.memoized();
-    let redact = summarizer.is_llm() && !args.no_redact;
-    let mut compactor = Compactor::new(summarizer).with_counter(counter);
+    let redact = compactor.summarizer().is_some() && !args.no_redact;
+    let mut compactor = compactor.with_counter(Arc::new(counter));
     if redact {
         compactor = compactor.with_redactor(Redactor::default());
     }

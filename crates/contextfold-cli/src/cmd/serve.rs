@@ -1,13 +1,13 @@
 //! `contextfold serve`: the flags into a [`ServeConfig`], then the proxy until a signal.
 
-use super::compact::summarizer;
+use super::compact::compactor;
 use crate::args::ServeArgs;
 use anyhow::Context;
-use contextfold::compactor::Compactor;
 use contextfold::redact::Redactor;
 use contextfold_serve::{init_logging, shutdown_signal, Proxy, ServeConfig};
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a token comes from when `--auth-token` is not given.
@@ -15,14 +15,14 @@ const TOKEN_VARIABLE: &str = "CONTEXTFOLD_AUTH_TOKEN";
 
 impl ServeArgs {
     fn config(&self) -> anyhow::Result<ServeConfig> {
-        let summarizer = summarizer(&self.llm).context("cannot set up the summarizer")?;
+        let compactor = compactor(&self.llm).context("cannot set up the summarizer")?;
         let store = match &self.store {
             _ if self.no_store => None,
             Some(given) => Some(super::store::location(given.as_deref())?),
             None => Some(super::store::location(None)?),
         };
-        let redact = (summarizer.is_llm() || store.is_some()) && !self.no_redact;
-        let mut compactor = Compactor::new(summarizer).with_counter(self.counting.tokenizer.memoized());
+        let redact = (compactor.summarizer().is_some() || store.is_some()) && !self.no_redact;
+        let mut compactor = compactor.with_counter(Arc::new(self.counting.tokenizer.memoized()));
         if redact {
             compactor = compactor.with_redactor(Redactor::default());
         }

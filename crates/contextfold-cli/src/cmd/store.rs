@@ -5,7 +5,7 @@
 use crate::args::{PersistArgs, StoreArgs, DEFAULT_STORE, STORE_VARIABLE};
 use anyhow::bail;
 use contextfold::redact::Redactor;
-use contextfold::store::{record, Compaction, Destination, SessionId, SessionStore, StoreError, StoreLocation};
+use contextfold::store::{SessionId, SessionStore, StoreError, StoreLocation, StoredCompaction};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,19 +75,52 @@ impl PersistArgs {
     }
 }
 
+/// The session a command records one input in.
+pub struct Recording {
+    /// Its id.
+    pub session: SessionId,
+    /// Whether it was made for this input (and is deleted again when recording fails).
+    created: bool,
+}
+
 impl Persist {
-    /// Records one compaction of `file`: into `--session`, or a new session named after
-    /// the file. Returns the session's id.
-    pub fn record(&self, file: &Path, compaction: &Compaction<'_>) -> anyhow::Result<SessionId> {
+    /// The store, for a compactor to keep its compaction in.
+    pub fn store(&self) -> Arc<dyn SessionStore> {
+        self.store.clone()
+    }
+
+    /// The session `file` is recorded in: `--session`, or a new one named after the file.
+    pub fn session_for(&self, file: &Path) -> anyhow::Result<Recording> {
+        if let Some(id) = &self.session {
+            return Ok(Recording { session: id.clone(), created: false });
+        }
         let name = match file.file_name() {
             Some(name) => name.to_string_lossy().into_owned(),
             None => contextfold::input::Shown(file.to_path_buf()).to_string(),
         };
-        let destination = match &self.session {
-            Some(id) => Destination::Existing(id),
-            None => Destination::New(&name),
-        };
-        record(self.store.as_ref(), destination, compaction, self.redactor.as_ref())
-            .map_err(|err| error(&self.location, err))
+        let session = self.store.create_session(&name).map_err(|err| error(&self.location, err))?;
+        Ok(Recording { session, created: true })
+    }
+
+    /// Writes `stored` into the recording's session (the way a compactor with a store does).
+    pub fn keep(&self, recording: &Recording, stored: StoredCompaction) -> anyhow::Result<()> {
+        let written = stored.write(self.store.as_ref(), &recording.session, self.redactor.as_ref());
+        written.map(drop).map_err(|err| self.failed(recording, err))
+    }
+
+    /// `err` naming the store, after deleting the session made for the failed recording so
+    /// that a failure leaves nothing behind.
+    pub fn failed(&self, recording: &Recording, err: StoreError) -> anyhow::Error {
+        self.forget(recording);
+        error(&self.location, err)
+    }
+
+    /// Deletes the session made for a recording that failed (a session given with
+    /// `--session` stays).
+    pub fn forget(&self, recording: &Recording) {
+        if recording.created {
+            // Best effort: the error that matters is the one that made us forget.
+            let _ = self.store.delete_session(&recording.session);
+        }
     }
 }

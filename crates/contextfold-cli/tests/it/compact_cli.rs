@@ -431,3 +431,48 @@ fn a_malformed_file_is_an_input_error_naming_it() {
     assert!(out_dir.join("session.json").exists());
     assert!(!out_dir.join("bad-json.json").exists());
 }
+
+/// Below the smallest budget that holds a summary and the newest turn, `compact` exits 2
+/// naming that budget instead of folding the conversation into an empty summary; at that
+/// budget it works.
+#[test]
+fn a_budget_too_small_for_any_summary_exits_2_naming_the_smallest_workable_budget() {
+    let session = fixture(SESSION);
+    let run = contextfold(&["compact", &session, "--budget", "300", "--tokenizer", "estimate", "--json"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "nothing is written: {}", run.stdout);
+    assert_eq!(run.stderr.lines().count(), 1, "one sentence: {}", run.stderr);
+    let (_, rest) = run.stderr.split_once("the smallest workable target is ").expect(&run.stderr);
+    let smallest: u64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(smallest > 300, "{}", run.stderr);
+    assert!(run.stderr.contains("examples/session.json"), "names the file: {}", run.stderr);
+    let works =
+        contextfold(&["compact", &session, "--budget", &smallest.to_string(), "--tokenizer", "estimate", "--json"]);
+    assert_eq!(works.code, 0, "{}", works.stderr);
+    let report = report(&works);
+    assert!(report["summary_tokens"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["tokens_after"].as_u64().unwrap() <= smallest, "{report}");
+}
+
+/// A budget or window of 0, or a reserve at or above the window, is a usage error.
+#[test]
+fn zero_budgets_windows_and_reserves_over_the_window_are_usage_errors() {
+    let session = fixture(SESSION);
+    for (args, says) in [
+        (&["--budget", "0"][..], "a budget of 0 tokens"),
+        (&["--window", "0"][..], "a window of 0 tokens"),
+        (
+            &["--window", "20k", "--reserve", "30k"][..],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
+        (&["--window", "20k", "--reserve", "20k"][..], "reserve of 20000 tokens leaves nothing"),
+        (&["--window", "20k", "--target", "0"][..], "must be a fraction above 0"),
+    ] {
+        let mut all = vec!["compact", session.as_str(), "--json"];
+        all.extend_from_slice(args);
+        let run = contextfold(&all);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -531,7 +531,7 @@ fn corpus_round_trip() {
         &arg(&store),
         "--no-redact",
         "--budget",
-        "8000",
+        "10000",
         "--tokenizer",
         "estimate",
         "--json",
@@ -559,4 +559,56 @@ fn corpus_round_trip() {
         assert!(export(&store, session) == converted.stdout, "{file}: the export differs from the input");
     }
     println!("corpus: {} sessions, {recalled} payloads recalled in {:?}", reports.len(), started.elapsed());
+}
+
+/// Every `cf-` ref in `text`.
+fn refs_in(text: &str) -> std::collections::BTreeSet<String> {
+    let mut found = std::collections::BTreeSet::new();
+    for (at, _) in text.match_indices("cf-") {
+        let hex = &text[at + 3..];
+        let digits = hex.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if digits == 12 {
+            found.insert(text[at..at + 15].to_string());
+        }
+    }
+    found
+}
+
+/// Every ref anywhere in a written conversation (pointers, clip markers, inside a summary)
+/// is recallable from the store it was written with: at a roomy budget (many pointers) and
+/// at a tight one (outputs clipped; a file whose newest turn cannot fit exits 2 and is
+/// skipped).
+#[test]
+fn every_ref_in_a_written_conversation_is_recallable_from_its_store() {
+    let Some(corpus) = common::corpus_dir() else { return };
+    for (budget, at_least) in [("16000", 300), ("4000", 20)] {
+        let dir = dir(&format!("refs-{budget}"));
+        let (store, out) = (dir.join("s.db"), dir.join("out"));
+        let run = contextfold(&[
+            "compact",
+            &arg(&corpus),
+            "--store",
+            &arg(&store),
+            "--out-dir",
+            &arg(&out),
+            "--budget",
+            budget,
+            "--json",
+        ]);
+        assert!(run.code == 0 || run.code == 2, "{}", run.stderr);
+        let (mut checked, mut clipped) = (0, 0);
+        for entry in std::fs::read_dir(&out).unwrap() {
+            let path = entry.unwrap().path();
+            let written = std::fs::read_to_string(&path).unwrap();
+            clipped += usize::from(written.contains("[contextfold: clipped"));
+            for reference in refs_in(&written) {
+                let recalled = contextfold(&["recall", &reference, "--store", &arg(&store)]);
+                assert_eq!(recalled.code, 0, "{}: {reference} is not recallable: {}", path.display(), recalled.stderr);
+                checked += 1;
+            }
+        }
+        assert!(checked >= at_least, "budget {budget}: only {checked} refs");
+        assert!(budget != "4000" || clipped > 0, "budget {budget}: no output was clipped");
+        println!("budget {budget}: {checked} refs recalled, {clipped} outputs with clip markers");
+    }
 }

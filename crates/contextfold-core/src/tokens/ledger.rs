@@ -17,6 +17,7 @@ use super::TokenCounter;
 use crate::conversation::{Conversation, Message, System};
 use crate::hash::{message_fingerprint, StableHasher};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Per-message token counts of one conversation, kept up to date incrementally.
 ///
@@ -34,10 +35,27 @@ use std::collections::HashMap;
 /// ```
 #[derive(Clone)]
 pub struct TokenLedger<'a> {
-    counter: &'a dyn TokenCounter,
+    counter: Counter<'a>,
     entries: Vec<Entry>,
     total: u64,
     preamble: Option<Entry>,
+}
+
+/// The ledger's counter: borrowed for a ledger that lives inside one computation, shared for
+/// one that a long-lived owner keeps (a middleware between calls).
+#[derive(Clone)]
+enum Counter<'a> {
+    Borrowed(&'a dyn TokenCounter),
+    Shared(Arc<dyn TokenCounter>),
+}
+
+impl Counter<'_> {
+    fn get(&self) -> &dyn TokenCounter {
+        match self {
+            Counter::Borrowed(counter) => *counter,
+            Counter::Shared(counter) => counter.as_ref(),
+        }
+    }
 }
 
 /// What the ledger knows of one message (or of the system prompt and tools together).
@@ -49,15 +67,23 @@ struct Entry {
     blocks: Box<[u64]>,
 }
 
+impl TokenLedger<'static> {
+    /// An empty ledger that owns a share of `counter`, for an owner that keeps the ledger
+    /// beyond any one borrow.
+    pub fn shared(counter: Arc<dyn TokenCounter>) -> TokenLedger<'static> {
+        TokenLedger { counter: Counter::Shared(counter), entries: Vec::new(), total: 0, preamble: None }
+    }
+}
+
 impl<'a> TokenLedger<'a> {
     /// An empty ledger counting with `counter`.
     pub fn new(counter: &'a dyn TokenCounter) -> TokenLedger<'a> {
-        TokenLedger { counter, entries: Vec::new(), total: 0, preamble: None }
+        TokenLedger { counter: Counter::Borrowed(counter), entries: Vec::new(), total: 0, preamble: None }
     }
 
     /// The counter this ledger counts with.
-    pub fn counter(&self) -> &'a dyn TokenCounter {
-        self.counter
+    pub fn counter(&self) -> &dyn TokenCounter {
+        self.counter.get()
     }
 
     /// How many messages the ledger knows.
@@ -175,8 +201,8 @@ impl<'a> TokenLedger<'a> {
         match self.preamble {
             Some(ref entry) if entry.fingerprint == print => entry.tokens,
             _ => {
-                let tokens = conversation.system.as_ref().map_or(0, |system| count_system(self.counter, system))
-                    + conversation.tools.as_deref().map_or(0, |tools| count_tools(self.counter, tools));
+                let tokens = conversation.system.as_ref().map_or(0, |system| count_system(self.counter.get(), system))
+                    + conversation.tools.as_deref().map_or(0, |tools| count_tools(self.counter.get(), tools));
                 self.preamble = Some(Entry { fingerprint: print, tokens, blocks: Box::default() });
                 tokens
             }
@@ -194,7 +220,7 @@ impl<'a> TokenLedger<'a> {
     }
 
     fn count(&self, fingerprint: u64, message: &Message) -> Entry {
-        let blocks: Box<[u64]> = message.content.iter().map(|block| count_block(self.counter, block)).collect();
+        let blocks: Box<[u64]> = message.content.iter().map(|block| count_block(self.counter.get(), block)).collect();
         Entry { fingerprint, tokens: MESSAGE_OVERHEAD + blocks.iter().sum::<u64>(), blocks }
     }
 }
@@ -202,7 +228,7 @@ impl<'a> TokenLedger<'a> {
 impl std::fmt::Debug for TokenLedger<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenLedger")
-            .field("counter", &self.counter.name())
+            .field("counter", &self.counter.get().name())
             .field("messages", &self.entries.len())
             .field("total", &self.total)
             .finish()
@@ -237,6 +263,14 @@ mod tests {
                 Message::text(role, format!("message number {i}: {}", "word ".repeat(i % 7)))
             })
             .collect()
+    }
+
+    #[test]
+    fn a_shared_ledger_counts_like_a_borrowed_one() {
+        let messages = vec![Message::text(Role::User, "read src/lib.rs"), Message::text(Role::Assistant, "done")];
+        let mut shared = TokenLedger::shared(Arc::new(Estimate));
+        assert_eq!(shared.sync(&messages), TokenLedger::new(&Estimate).sync(&messages));
+        assert_eq!(shared.counter().name(), "estimate");
     }
 
     #[test]

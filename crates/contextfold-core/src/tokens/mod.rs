@@ -51,7 +51,7 @@ pub use memo::Memoized;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// Something that counts the tokens of a text.
 ///
@@ -121,6 +121,12 @@ impl Tokenizer {
             Tokenizer::Estimate => &Estimate,
             Tokenizer::Chars4 => &Chars4,
         }
+    }
+
+    /// [`counter`](Tokenizer::counter) as a shared handle, for the runtime's compactor and
+    /// middleware (which also take counters of the caller's own).
+    pub fn shared(self) -> Arc<dyn TokenCounter> {
+        Arc::new(self.counter())
     }
 
     /// Loads this tokenizer's vocabulary now rather than at its first count (a no-op for
@@ -221,6 +227,8 @@ mod tests {
             assert_eq!(tokenizer.name().parse::<Tokenizer>(), Ok(tokenizer));
             assert_eq!(tokenizer.to_string(), tokenizer.name());
             assert_eq!(tokenizer.counter().name(), tokenizer.name());
+            assert_eq!(tokenizer.shared().name(), tokenizer.name());
+            assert_eq!(tokenizer.shared().count_text("two words"), tokenizer.counter().count_text("two words"));
         }
         assert_eq!("gpt2".parse::<Tokenizer>(), Err(TokenizerError::Unknown("gpt2".into())));
     }

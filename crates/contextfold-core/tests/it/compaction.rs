@@ -374,7 +374,6 @@ fn evict_config_strategy() -> impl Strategy<Value = EvictConfig> {
                     exclude_tools: exclude.into_iter().map(str::to_string).collect(),
                     min_payload_tokens,
                     clear_inputs_over,
-                    keep_thinking_turns: None,
                     recall_tool: false,
                 }
             },

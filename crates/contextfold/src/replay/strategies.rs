@@ -200,7 +200,7 @@ impl Emulation {
             working: Vec::new(),
             ledger: TokenLedger::new(setting.counter),
             summary: None,
-            summarizer: Extractive::default().counter(setting.counter),
+            summarizer: Extractive::default().counter(Arc::new(setting.counter)),
             summaries: 0,
         }
     }

@@ -29,13 +29,11 @@ pub use recall_tool::{
     handle_recall, recall_tool_definition, RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS,
     RECALL_TOOL_NAME,
 };
-pub(crate) use record::redact_stored;
-pub use record::{record, Compaction, Destination, Origin};
+pub use record::{Origin, StoredCompaction};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
 pub use state::{ConversationStore, Put, StateLock, StateStore, StoredState};
 
-use crate::compactor::CompactionReport;
 use crate::summarize::Usage;
 use contextfold_core::clip::Clipped;
 use contextfold_core::evict::Offload;
@@ -104,22 +102,13 @@ impl Payload {
             payload: item.payload.clone(),
         }
     }
-
-    /// Every payload a compaction removed: its evicted items, then its clipped outputs.
-    pub fn from_report(session: &str, report: &CompactionReport) -> Vec<Payload> {
-        report
-            .items
-            .iter()
-            .map(|item| Payload::from_offload(session, item))
-            .chain(report.clipped.iter().map(|item| Payload::from_clipped(session, item)))
-            .collect()
-    }
 }
 
 /// A summary of a conversation head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
-    /// The hash of the head it summarizes (the summary cache key).
+    /// The hash of what it summarizes, the previous summary and the folded messages
+    /// ([`head_hash`]), whoever summarized them.
     pub head_hash: String,
     /// The summarizer that wrote it.
     pub summarizer: String,
@@ -177,6 +166,7 @@ pub struct Hit {
 
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The file is not a SQLite database.
     #[error("{} is not a contextfold store (not a SQLite database)", .path.display())]
@@ -234,6 +224,9 @@ pub enum StoreError {
     /// A stored value could not be read back (a damaged store).
     #[error("damaged store: {0}")]
     Corrupt(String),
+    /// The runtime shut down before the store call ran; nothing was written.
+    #[error("the store call was interrupted: the async runtime shut down before it ran")]
+    Interrupted,
     /// A store location names no store this build has.
     #[error("this contextfold has no {store} store (build it with the cargo feature `{feature}`)")]
     NotBuiltIn {
@@ -371,6 +364,31 @@ pub(crate) fn check_payload_sessions(session: &str, payloads: &[Payload]) -> Res
             other.reference, other.session
         ))),
         None => Ok(()),
+    }
+}
+
+/// The hash of a summary's input: the summary it updates (if any) and the messages it folds,
+/// as the summarizer was given them. Two summaries of the same input share it, so a store
+/// keeps the latest of each summarizer ([`SessionStore::put_summary`]).
+pub fn head_hash(previous: Option<&str>, head: &[Message]) -> String {
+    let mut hasher = StableHasher::default();
+    hasher.write(b"head").write(previous.unwrap_or("").as_bytes());
+    for message in head {
+        hasher.write(message_hash(message).as_bytes());
+    }
+    format!("{:016x}", hasher.finish())
+}
+
+/// Runs a store call off the async runtime's threads (on its blocking pool) when there is a
+/// Tokio runtime, inline otherwise. A panic in the call is resumed here.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return call() };
+    match runtime.spawn_blocking(call).await {
+        Ok(result) => result,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        Err(_) => Err(StoreError::Interrupted),
     }
 }
 

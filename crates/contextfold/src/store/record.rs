@@ -1,18 +1,16 @@
 //! Recording one compaction in a store, and giving back the conversation it came from.
 //!
-//! [`record`] keeps the input history, every removed payload, the summary and the report in
-//! one session, with the session's [`Origin`] (input format, layout, system prompt, tools
-//! and other top-level fields) as its metadata, so [`Origin::conversation`] can rebuild the
-//! input exactly from the stored messages. With a [`Redactor`], secrets are masked in all of
-//! it before anything is written.
+//! [`StoredCompaction::write`] is the one way a compaction reaches a store (the compactor's
+//! [`with_store`](crate::compactor::Compactor::with_store) and the CLI's `evict --store` both
+//! go through it): the history, every removed payload, the summary and the report in one
+//! transaction, with the session's [`Origin`] (input format, layout, system prompt, tools and
+//! other top-level fields) as its metadata when known, so [`Origin::conversation`] can
+//! rebuild the input exactly from the stored messages. With a [`Redactor`], secrets are
+//! masked in all of it before anything is written.
 
-use super::{message_hash, Payload, SessionId, SessionStore, StoreError, Summary};
+use super::{Appended, Payload, SessionStore, StoreError, Summary};
 use crate::redact::Redactor;
-use contextfold_core::clip::Clipped;
-use contextfold_core::evict::Offload;
 use contextfold_core::format::{Format, Layout};
-use contextfold_core::hash::StableHasher;
-use contextfold_core::summary::split_summary;
 use contextfold_core::{Conversation, Message};
 use serde_json::{json, Value};
 
@@ -77,89 +75,48 @@ impl Origin {
     }
 }
 
-/// Which session a compaction goes to.
-#[derive(Debug, Clone, Copy)]
-pub enum Destination<'a> {
-    /// A new session with this name.
-    New(&'a str),
-    /// An existing session: its history grows by what it does not hold yet.
-    Existing(&'a str),
-}
-
-/// One compaction, as it is recorded.
-#[derive(Debug, Clone, Copy)]
-pub struct Compaction<'a> {
-    /// The conversation that was compacted (its history is stored).
-    pub input: &'a Conversation,
-    /// Where it came from.
-    pub format: Format,
-    /// Its layout.
-    pub layout: Layout,
-    /// The compacted conversation, where the summary is found.
-    pub output: &'a Conversation,
-    /// The payloads eviction removed.
-    pub offloaded: &'a [Offload],
-    /// The payloads clipping cut.
-    pub clipped: &'a [Clipped],
-    /// Messages of `input` folded into the summary.
-    pub folded: usize,
-    /// The summarizer that wrote the summary, if any, and what it cost.
-    pub summarizer: Option<(&'a str, crate::summarize::Usage)>,
+/// One compaction as a store keeps it. Owned, so that it can be written off the async
+/// runtime's threads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCompaction {
+    /// The history that was compacted, as the caller has it.
+    pub history: Vec<Message>,
+    /// Where the conversation came from, kept as the session's metadata when known.
+    pub origin: Option<Origin>,
+    /// Every payload removed (evicted or clipped), under its ref.
+    pub payloads: Vec<Payload>,
+    /// The summary written, when one was.
+    pub summary: Option<Summary>,
     /// The report, as JSON.
-    pub report: &'a Value,
+    pub report: Value,
 }
 
-/// Records `compaction` in `store`, in session `into`, masking secrets with `redactor`;
-/// returns the session's id.
-///
-/// The history, payloads, summary and report are written in one transaction. A new session
-/// is deleted again when that fails, so a failed call leaves nothing behind.
-pub fn record(
-    store: &dyn SessionStore,
-    into: Destination<'_>,
-    compaction: &Compaction<'_>,
-    redactor: Option<&Redactor>,
-) -> Result<SessionId, StoreError> {
-    let session = match into {
-        Destination::New(name) => store.create_session(name)?,
-        Destination::Existing(id) => id.to_string(),
-    };
-    let result = write(store, &session, compaction, redactor);
-    if let (Err(_), Destination::New(_)) = (&result, into) {
-        // Best effort: the error that matters is the first one.
-        let _ = store.delete_session(&session);
+impl StoredCompaction {
+    /// Writes it into `session` of `store`, masking secrets with `redactor` first: the
+    /// origin, then the history, payloads, summary and report in one transaction.
+    pub fn write(
+        mut self,
+        store: &dyn SessionStore,
+        session: &str,
+        redactor: Option<&Redactor>,
+    ) -> Result<Appended, StoreError> {
+        let mut meta = self.origin.as_ref().map(Origin::to_value);
+        if let Some(redactor) = redactor {
+            if let Some(meta) = &mut meta {
+                redactor.redact_value(meta);
+            }
+            redact_stored(redactor, &mut self.history, &mut self.payloads, self.summary.as_mut(), &mut self.report);
+        }
+        if let Some(meta) = &meta {
+            store.set_session_meta(session, meta)?;
+        }
+        store.persist_compaction(session, &self.history, &self.payloads, self.summary.as_ref(), &self.report)
     }
-    result.map(|()| session)
-}
-
-fn write(
-    store: &dyn SessionStore,
-    session: &str,
-    compaction: &Compaction<'_>,
-    redactor: Option<&Redactor>,
-) -> Result<(), StoreError> {
-    let mut messages = compaction.input.messages.clone();
-    let mut meta = Origin::new(compaction.input, compaction.format, compaction.layout).to_value();
-    let mut payloads: Vec<Payload> = compaction
-        .offloaded
-        .iter()
-        .map(|item| Payload::from_offload(session, item))
-        .chain(compaction.clipped.iter().map(|item| Payload::from_clipped(session, item)))
-        .collect();
-    let mut summary = summary(compaction);
-    let mut report = compaction.report.clone();
-    if let Some(redactor) = redactor {
-        redactor.redact_value(&mut meta);
-        redact_stored(redactor, &mut messages, &mut payloads, summary.as_mut(), &mut report);
-    }
-    store.set_session_meta(session, &meta)?;
-    store.persist_compaction(session, &messages, &payloads, summary.as_ref(), &report)?;
-    Ok(())
 }
 
 /// Masks the secrets of everything a compaction stores: its history, its payloads (and their
 /// targets, a command line may hold a token), its summary and its report; returns how many.
-pub(crate) fn redact_stored(
+fn redact_stored(
     redactor: &Redactor,
     messages: &mut [Message],
     payloads: &mut [Payload],
@@ -173,16 +130,4 @@ pub(crate) fn redact_stored(
     }
     count += summary.map_or(0, |summary| redactor.redact_string(&mut summary.text));
     count + redactor.redact_value(report)
-}
-
-/// The summary this compaction wrote (none when it folded nothing), keyed by the hash of
-/// the messages it folded.
-fn summary(compaction: &Compaction<'_>) -> Option<Summary> {
-    let (summarizer, usage) = compaction.summarizer.filter(|_| compaction.folded > 0)?;
-    let text = compaction.output.messages.iter().find_map(split_summary)?.summary;
-    let mut hasher = StableHasher::default();
-    for message in compaction.input.messages.iter().take(compaction.folded) {
-        hasher.write(message_hash(message).as_bytes());
-    }
-    Some(Summary { head_hash: format!("{:016x}", hasher.finish()), summarizer: summarizer.to_string(), text, usage })
 }

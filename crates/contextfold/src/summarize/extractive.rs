@@ -5,13 +5,14 @@ use contextfold_core::extract::extract;
 use contextfold_core::handoff::{handoff, FirstRequest};
 use contextfold_core::tokens::{TokenCounter, Tokenizer};
 use contextfold_core::tools::Preset;
+use std::sync::Arc;
 
 /// The default summarizer: offline, deterministic, free. It reads the head's facts (user
 /// requests, files, commands, errors, decisions, next step), not a transcript.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Extractive {
     preset: Preset,
-    counter: &'static dyn TokenCounter,
+    counter: Arc<dyn TokenCounter>,
 }
 
 impl std::fmt::Debug for Extractive {
@@ -22,11 +23,14 @@ impl std::fmt::Debug for Extractive {
 
 impl Default for Extractive {
     fn default() -> Self {
-        Extractive { preset: Preset::Auto, counter: Tokenizer::Estimate.counter() }
+        Extractive { preset: Preset::Auto, counter: Tokenizer::Estimate.shared() }
     }
 }
 
 impl Extractive {
+    /// Its [`Summarizer::id`], part of the summary cache key.
+    pub const ID: &'static str = "extractive/v1";
+
     /// Recognises tools by `preset` (default: all known agents).
     pub fn preset(mut self, preset: Preset) -> Extractive {
         self.preset = preset;
@@ -34,7 +38,7 @@ impl Extractive {
     }
 
     /// Holds summaries to their budget by `counter` (default: the calibrated estimator).
-    pub fn counter(mut self, counter: &'static dyn TokenCounter) -> Extractive {
+    pub fn counter(mut self, counter: Arc<dyn TokenCounter>) -> Extractive {
         self.counter = counter;
         self
     }
@@ -49,7 +53,7 @@ impl Extractive {
                 request.previous.as_deref(),
                 if request.first_request_pinned { FirstRequest::Pinned } else { FirstRequest::InFacts },
                 budget,
-                self.counter,
+                self.counter.as_ref(),
             ),
             usage: Usage::default(),
         }
@@ -58,15 +62,11 @@ impl Extractive {
 
 impl Summarizer for Extractive {
     fn id(&self) -> String {
-        "extractive/v1".to_string()
+        Extractive::ID.to_string()
     }
 
     fn input_budget(&self) -> u64 {
         u64::MAX
-    }
-
-    fn is_llm(&self) -> bool {
-        false
     }
 
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<Summary, SummarizeError>> {

@@ -128,11 +128,6 @@ pub trait Summarizer: Send + Sync {
     /// The most transcript tokens one request may carry.
     fn input_budget(&self) -> u64;
 
-    /// Whether this summarizer calls an LLM (and so gets an artifact check afterwards).
-    fn is_llm(&self) -> bool {
-        true
-    }
-
     /// Summarizes `request`.
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<Summary, SummarizeError>>;
 }

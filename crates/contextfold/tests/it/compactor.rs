@@ -1,11 +1,11 @@
 //! The compactor and the middleware, driven by scripted summarizers: no network.
 
 use crate::common::{leaked, secret_session, secrets, session};
-use contextfold::compactor::{ClipLimit, CompactConfig, Compactor, Strategy, Target};
+use contextfold::compactor::{ClipLimit, CompactConfig, CompactError, Compactor, Step, Strategy, Target};
 use contextfold::core::summary::{is_summary_message, split_summary};
 use contextfold::core::tokens::{count_conversation, Tokenizer};
 use contextfold::core::{validate, Conversation, Message, Role};
-use contextfold::event::{CompactionEvent, Trigger};
+use contextfold::event::{Event, Trigger};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
 use contextfold::policy::{All, Off, RateLimit, Threshold};
 use contextfold::redact::Redactor;
@@ -76,14 +76,14 @@ fn auto_evicts_first_and_summarizes_only_when_needed() {
     // A mild target: eviction alone reaches it.
     let mild = CompactConfig { target: Target::Budget(before * 7 / 10), ..CompactConfig::default() };
     let out = runtime().block_on(compactor.compact(&conversation, &mild)).unwrap();
-    assert_eq!(out.report.strategy_used, "evict");
+    assert_eq!(out.report.strategy_used.to_string(), "evict");
     assert!(out.report.tokens_after <= before * 7 / 10);
     assert_eq!(out.report.summarizer_calls, 0);
     assert!(validate(&out.conversation).is_empty());
     // A tight target: eviction is not enough, the head is summarized.
     let tight = CompactConfig { target: Target::Budget(2_000), ..CompactConfig::default() };
     let out = runtime().block_on(compactor.compact(&conversation, &tight)).unwrap();
-    assert!(out.report.strategy_used.contains("summarize"), "{}", out.report.strategy_used);
+    assert!(out.report.strategy_used.contains(Step::Summarize), "{}", out.report.strategy_used);
     assert!(out.report.tokens_after <= 2_000, "{}", out.report.tokens_after);
     assert!(out.report.valid && validate(&out.conversation).is_empty());
     assert_eq!(out.conversation.system, conversation.system, "system prompt verbatim");
@@ -111,7 +111,7 @@ fn a_conversation_within_target_is_left_alone() {
     let conversation = session(1, 1, 3);
     let config = CompactConfig { target: Target::Budget(1_000_000), ..CompactConfig::default() };
     let out = runtime().block_on(Compactor::default().compact(&conversation, &config)).unwrap();
-    assert_eq!(out.report.strategy_used, "none");
+    assert_eq!(out.report.strategy_used.to_string(), "none");
     assert_eq!(out.conversation, conversation);
 }
 
@@ -144,9 +144,9 @@ fn llm_summary_is_checked_and_falls_back_to_extractive() {
     let failing = Scripted::new(vec![Err(529)]);
     let out = runtime().block_on(Compactor::new(failing.clone()).compact(&conversation, &config)).unwrap();
     assert_eq!(out.report.fallbacks.len(), 1, "{:?}", out.report.fallbacks);
-    assert_eq!(out.report.fallbacks[0].from, "scripted/v1");
-    assert_eq!(out.report.fallbacks[0].to, "extractive/v1");
-    assert!(out.report.fallbacks[0].reason.contains("529"));
+    assert_eq!(out.report.fallbacks[0].from(), "scripted/v1");
+    assert_eq!(out.report.fallbacks[0].to(), "extractive/v1");
+    assert!(out.report.fallbacks[0].reason().contains("529"));
     assert!(validate(&out.conversation).is_empty());
     assert!(split_summary(&out.conversation.messages[0]).unwrap().summary.contains("## Objective and user requests"));
 }
@@ -237,12 +237,15 @@ fn the_newest_huge_output_is_clipped_to_meet_the_budget() {
     assert!(out.report.tokens_after <= 8_000, "{}", out.report.tokens_after);
     assert_eq!(out.report.clipped.len(), 1);
     assert_eq!(out.report.clipped[0].tool, "Bash");
-    assert!(out.report.strategy_used.ends_with("clip"));
+    assert!((out.report.strategy_used.last() == Some(Step::Clip)));
     assert!(validate(&out.conversation).is_empty());
+    // Without clipping, no result holds the newest output in the budget: it is refused,
+    // naming the smallest budget that holds it.
     let off = CompactConfig { max_tool_output: ClipLimit::Off, ..config };
-    let out = runtime().block_on(Compactor::default().compact(&conversation, &off)).unwrap();
-    assert!(out.report.tokens_after > 8_000, "without clipping the budget cannot be met");
-    assert!(out.report.notes.iter().any(|note| note.contains("over the target")));
+    match runtime().block_on(Compactor::default().compact(&conversation, &off)) {
+        Err(CompactError::TooSmall { smallest, tail, .. }) => assert!(smallest > tail && tail > 8_000, "{tail}"),
+        other => panic!("expected TooSmall, got {:?}", other.map(|out| out.report.tokens_after)),
+    }
 }
 
 fn grow(history: &mut Vec<Message>, turn: usize) {
@@ -253,20 +256,22 @@ fn grow(history: &mut Vec<Message>, turn: usize) {
 
 #[test]
 fn middleware_keeps_the_caller_history_and_stable_decisions() {
-    let events: Arc<Mutex<Vec<CompactionEvent>>> = Arc::default();
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let seen = events.clone();
     let mut config = MiddlewareConfig::new(6_000, 1_000);
     config.system = session(1, 1, 1).system;
     let middleware = CompactionMiddleware::new(Compactor::default(), config)
-        .with_observer(Arc::new(move |event: &CompactionEvent| seen.lock().unwrap().push(event.clone())));
+        .with_observer(Arc::new(move |event: &Event| seen.lock().unwrap().push(event.clone())));
     let mut history: Vec<Message> = Vec::new();
     let mut previous: Option<Vec<Message>> = None;
     let mut compactions = 0;
     for turn in 0..8 {
         grow(&mut history, turn);
-        let snapshot = history.clone();
         let prepared = runtime().block_on(middleware.prepare(&history, &[]));
-        assert_eq!(history, snapshot, "the caller's history is never changed");
+        if prepared.event.is_some() {
+            // The compaction changed what is sent; the caller's history is the one it grew.
+            assert_ne!(prepared.messages(), history, "turn {turn}");
+        }
         let request = Conversation { messages: prepared.messages(), ..Conversation::default() };
         assert!(validate(&request).is_empty());
         assert!(prepared.request_tokens <= 5_000 || prepared.event.is_none(), "{}", prepared.request_tokens);
@@ -284,7 +289,9 @@ fn middleware_keeps_the_caller_history_and_stable_decisions() {
         previous = Some(prepared.messages());
     }
     assert!(compactions >= 1);
-    assert_eq!(events.lock().unwrap().len(), compactions);
+    let events = events.lock().unwrap();
+    assert_eq!(events.len(), compactions);
+    assert!(events.iter().all(|event| matches!(event, Event::Compacted(_))), "{events:?}");
 }
 
 #[test]
@@ -389,7 +396,7 @@ fn with_a_redactor_and_a_store_nothing_stored_holds_a_secret() {
             compactor = compactor.with_redactor(redactor);
         }
         let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
-        assert!(out.report.strategy_used.contains("evict"), "{}", out.report.strategy_used);
+        assert!(out.report.strategy_used.contains(Step::Evict), "{}", out.report.strategy_used);
         let mut stored: Vec<String> =
             store.export(&session).unwrap().iter().map(|message| message.to_value().to_string()).collect();
         stored.extend(store.summaries(&session).unwrap().into_iter().map(|summary| summary.text));
@@ -500,7 +507,7 @@ fn the_middleware_folds_a_shortened_summary_from_its_full_text() {
     let loop_tokens =
         count_conversation(counter, &Conversation { messages: history[1..].to_vec(), ..Default::default() });
     let scripted = Scripted::new(vec![Ok("## Objective and user requests\n- \"Wrap up.\"")]);
-    let compactor = Compactor::new(scripted.clone()).with_counter(counter);
+    let compactor = Compactor::new(scripted.clone()).with_counter(Tokenizer::Estimate.shared());
     let mut config = MiddlewareConfig::new(loop_tokens + 600, 0);
     config.compact.evict.keep_recent = Some(100);
     config.compact.max_tool_output = ClipLimit::Off;
@@ -509,7 +516,7 @@ fn the_middleware_folds_a_shortened_summary_from_its_full_text() {
     // Nothing can be cut: the summary is shortened so the request fits.
     let first = runtime().block_on(middleware.prepare(&history, &[]));
     let event = first.event.as_ref().expect("an overflow compaction");
-    assert!(event.strategy.contains("shrink-summary"), "{event:?}");
+    assert!(event.strategy.contains(Step::ShrinkSummary), "{event:?}");
     let sent = split_summary(&first.messages()[0]).expect("a summary").summary;
     assert!(sent.len() < full.len());
     assert_eq!(scripted.calls(), 0, "shortening needs no summarizer");

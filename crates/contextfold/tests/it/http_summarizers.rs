@@ -96,7 +96,6 @@ async fn anthropic_sends_the_core_prompt_as_a_messages_request() {
     let summarizer = anthropic(&server).model("claude-test").build().unwrap();
     assert_eq!(summarizer.id(), format!("anthropic:claude-test/{PROMPT_VERSION}"));
     assert_eq!(summarizer.input_budget(), 150_000);
-    assert!(summarizer.is_llm());
 
     let summary = summarizer.summarize(&request()).await.unwrap();
     assert_eq!(summary.text, "## Goal\n- fix the parser");
@@ -531,4 +530,27 @@ async fn with_a_redactor_the_llm_request_holds_masks_not_secrets() {
             assert!(redacted.contains(&format!("[REDACTED:{mask}]")), "{name}: {mask} in {redacted}");
         }
     }
+}
+
+/// A server that ignores `max_tokens`: its summary is cut to the summary's budget and the
+/// report says so, instead of the result holding half a million tokens.
+#[tokio::test]
+async fn an_llm_summary_over_its_budget_is_cut_to_it() {
+    let server = MockServer::start().await;
+    let huge: String =
+        (0..60_000).map(|line| format!("- fact {line}: the parser in src/parse.rs was fixed\n")).collect();
+    Mock::given(method("POST")).respond_with(openai_answer(&huge)).mount(&server).await;
+    let summarizer: Arc<dyn Summarizer> = Arc::new(openai(&server).build().unwrap());
+    let conversation = crate::common::session(6, 4, 30);
+    let config =
+        CompactConfig { target: Target::Budget(2_000), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    let out = Compactor::new(summarizer).compact(&conversation, &config).await.unwrap();
+    let report = &out.report;
+    assert!(report.fallbacks.is_empty(), "{:?}", report.fallbacks);
+    assert!(report.notes.iter().any(|note| note.contains("over its budget of 1000 tokens")), "{:?}", report.notes);
+    // The budget, and the facts the artifact check appends.
+    assert!(report.summary_tokens <= 1_300, "{}", report.summary_tokens);
+    assert!(report.tokens_after <= 4_000, "{}", report.tokens_after);
+    let summary = out.summary.expect("a summary").text;
+    assert!(summary.starts_with("- fact 0: the parser"), "the summary's start is kept");
 }

@@ -1,9 +1,11 @@
 //! The integration tests of `contextfold`, one binary (one link) for all of them.
 
+mod budgets;
 mod common;
 mod compactor;
 mod corpus;
 mod http_summarizers;
+mod middleware;
 mod openai_apis;
 mod oversized;
 mod replay;

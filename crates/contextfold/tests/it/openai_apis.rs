@@ -87,7 +87,7 @@ fn play(format: Format, mut request: Value, list: &str, append: fn(usize) -> Vec
     let mut config = MiddlewareConfig::new(WINDOW, RESERVE);
     config.system = first.system.clone();
     config.tools = first.tools.clone();
-    let middleware = CompactionMiddleware::new(Compactor::default().with_counter(counter), config);
+    let middleware = CompactionMiddleware::new(Compactor::default().with_counter(Tokenizer::Estimate.shared()), config);
     let mut totals =
         Totals { compactions: 0, sent_tokens: 0, full_tokens: 0, prefix_breaks: 0, reused: 0, previous_total: 0 };
     let mut previous: Vec<String> = Vec::new();

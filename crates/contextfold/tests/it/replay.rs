@@ -7,6 +7,7 @@ use contextfold::core::{validate, Conversation, Role};
 use contextfold::replay::strategies::{strategy, Setting, STRATEGIES};
 use contextfold::replay::{replay, Price, ReplayConfig};
 use std::path::Path;
+use std::sync::Arc;
 
 fn example() -> Conversation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/session.json");
@@ -26,7 +27,7 @@ fn config(window: u64, cache: bool) -> ReplayConfig {
         price: Price::parse("sonnet").unwrap(),
         cache,
         counter,
-        compactor: Compactor::default().with_counter(counter),
+        compactor: Compactor::default().with_counter(Arc::new(counter)),
         trigger: 0.8,
         target: 0.3,
     }
@@ -42,7 +43,7 @@ fn every_strategy_sends_valid_requests() {
         system: conversation.system.clone(),
         tools: conversation.tools.clone(),
         counter,
-        compactor: Compactor::default().with_counter(counter),
+        compactor: Compactor::default().with_counter(Arc::new(counter)),
         trigger: 0.8,
         target: 0.3,
     };

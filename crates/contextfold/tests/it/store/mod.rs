@@ -16,7 +16,7 @@ mod state;
 
 pub use backend::Backend;
 
-use contextfold::compactor::{CompactConfig, CompactionReport, Compactor, Target};
+use contextfold::compactor::{CompactConfig, CompactError, CompactionReport, Compactor, Target};
 use contextfold::core::{Conversation, Message, Role};
 use contextfold::store::{
     handle_recall, recall_tool_definition, HitLocation, Payload, SessionStore, Summary, MAX_RECALL_CHARS,
@@ -36,9 +36,15 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().build().expect("a runtime")
 }
 
+fn budget_config(budget: u64) -> CompactConfig {
+    CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() }
+}
+
 fn compact(conversation: &Conversation, budget: u64) -> CompactionReport {
-    let config = CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() };
-    runtime().block_on(Compactor::default().compact(conversation, &config)).expect("compaction succeeds").report
+    runtime()
+        .block_on(Compactor::default().compact(conversation, &budget_config(budget)))
+        .expect("compaction succeeds")
+        .report
 }
 
 /// Stores `conversation`, compacts it at `budget`, stores what the compaction removed in one
@@ -50,7 +56,7 @@ fn round_trip(store: &dyn SessionStore, name: &str, conversation: &Conversation,
     assert_eq!(store.export(&session).expect("export"), conversation.messages, "{name}: export differs");
 
     let report = compact(conversation, budget);
-    let payloads = Payload::from_report(&session, &report);
+    let payloads = report.payloads(&session);
     let summary = Summary {
         head_hash: "head".into(),
         summarizer: "extractive".into(),
@@ -426,7 +432,12 @@ fn corpus(backend: &Backend) {
     for file in files.iter().take(10) {
         let conversation = load(file);
         let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        payloads += round_trip(store.as_ref(), &name, &conversation, 8000);
+        // At 8k, or at the smallest workable budget when the newest turn takes more.
+        let budget = match runtime().block_on(Compactor::default().compact(&conversation, &budget_config(8_000))) {
+            Err(CompactError::TooSmall { smallest, .. }) => smallest,
+            _ => 8_000,
+        };
+        payloads += round_trip(store.as_ref(), &name, &conversation, budget);
     }
     println!("corpus: {} sessions, {payloads} payloads recalled", files.len().min(10));
 }

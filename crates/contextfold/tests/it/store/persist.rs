@@ -2,12 +2,12 @@
 //! and recallable, over every store.
 
 use super::{recall_all, runtime, Backend};
-use contextfold::compactor::{CompactConfig, CompactError, Compactor, Strategy, Target};
+use contextfold::compactor::{CompactConfig, CompactError, Compactor, Step, Strategy, Target};
 use contextfold::core::clip::CLIP_PREFIX;
 use contextfold::core::hash::payload_ref;
 use contextfold::core::summary::RECALL_NOTE;
 use contextfold::core::{Block, Conversation, Message, ToolResultContent};
-use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, PrepareError};
 use contextfold::store::SessionStore;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -93,7 +93,7 @@ pub(super) fn compactor_persists(backend: &Backend) {
     let compactor = Compactor::default().with_store(store.clone(), session.clone());
     let compacted = runtime().block_on(compactor.compact(&conversation, &config)).expect("compaction succeeds");
     let report = &compacted.report;
-    assert!(report.strategy_used.contains("summarize") && report.offloaded > 0, "{}", report.strategy_used);
+    assert!(report.strategy_used.contains(Step::Summarize) && report.offloaded > 0, "{}", report.strategy_used);
 
     assert_eq!(store.export(&session).expect("export"), messages, "the original history is stored");
     assert_eq!(check_recalls(store.as_ref(), &session, &originals(&messages)), report.offloaded + report.clipped.len());
@@ -150,7 +150,7 @@ pub(super) fn middleware_persists(backend: &Backend) {
     for turn in 1..=24 {
         let history = &all[..turn * 4 - 1];
         let prepared = runtime().block_on(middleware.prepare(history, &all[turn * 4 - 1..turn * 4]));
-        assert_eq!(prepared.store_error, None);
+        assert!(prepared.error.is_none(), "{:?}", prepared.error);
         if let Some(event) = &prepared.event {
             assert_eq!(event.store_error, None);
             events += 1;
@@ -167,8 +167,9 @@ pub(super) fn middleware_persists(backend: &Backend) {
     let reference = originals(std::slice::from_ref(long)).into_keys().next().expect("an output");
     assert!(store.recall(&reference).expect("recall").is_some(), "the last long output, clipped on ingest");
 
-    let (_, event) = runtime().block_on(middleware.compact_now(&all));
-    assert_eq!(event.and_then(|event| event.store_error), None);
+    let now = runtime().block_on(middleware.compact_now(&all));
+    assert!(now.error.is_none(), "{:?}", now.error);
+    assert_eq!(now.event.and_then(|event| event.store_error), None);
     assert_eq!(store.export(&session).expect("export"), all);
 
     // A store that cannot keep a compaction: the compaction is sent, and the event says so.
@@ -176,8 +177,9 @@ pub(super) fn middleware_persists(backend: &Backend) {
         Compactor::default().with_store(store.clone(), "no-such-session"),
         MiddlewareConfig::new(8_000, 1_000),
     );
-    let (sent, event) = runtime().block_on(broken.compact_now(&all));
-    let error = event.expect("an event").store_error.expect("a store error");
+    let now = runtime().block_on(broken.compact_now(&all));
+    let error = now.event.expect("an event").store_error.expect("a store error");
     assert!(error.contains("no-such-session"), "{error}");
-    assert!(sent.len() < all.len());
+    assert!(matches!(now.error, Some(PrepareError::Store(_))), "{:?}", now.error);
+    assert!(now.history.len() < all.len());
 }

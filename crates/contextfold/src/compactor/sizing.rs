@@ -1,0 +1,113 @@
+//! How a target is shared out before a cut: the system prompt and tools, the summary's
+//! budget, the pinned first request, and what is left for the verbatim tail.
+//!
+//! One rule for the compactor and the CLI's `plan`, so that `plan` shows the cut `compact`
+//! makes.
+
+use super::summarizing::{summary_budget, MIN_WORKABLE_SUMMARY_TOKENS, SUMMARY_FRAMING};
+use super::{ClipLimit, CompactConfig, Undersized};
+use contextfold_core::boundary::boundaries;
+use contextfold_core::clip::MIN_CLIP_TOKENS;
+use contextfold_core::plan::{PinFirst, PlanConfig};
+use contextfold_core::summary::split_summary;
+use contextfold_core::tokens::{TokenCounter, TokenLedger, BLOCK_OVERHEAD};
+use contextfold_core::{Block, Conversation};
+
+impl CompactConfig {
+    /// The plan a compaction makes of `conversation` as it is (before any eviction): the
+    /// tail gets what the target leaves after the system prompt, tools, the summary's budget
+    /// and the pinned first request. With the target in tokens (raised to the smallest
+    /// workable one under [`Undersized::Raise`], as a compaction raises it), for reports.
+    pub fn plan_config(&self, conversation: &Conversation, counter: &dyn TokenCounter) -> (u64, PlanConfig) {
+        let mut ledger = TokenLedger::new(counter);
+        let mut target = self.target.tokens(ledger.resync_conversation(conversation));
+        if self.undersized == Undersized::Raise {
+            if let Some(smallest) = smallest_workable(self, conversation, &ledger) {
+                target = target.max(smallest.target);
+            }
+        }
+        let counts = message_counts(&ledger, conversation);
+        (target, tail_plan(self, target, ledger.preamble_tokens(), conversation, &counts))
+    }
+}
+
+/// The smallest target a fold can meet, and its parts.
+pub(super) struct Smallest {
+    /// The preamble, a minimal summary and the newest turn together.
+    pub(super) target: u64,
+    /// Tokens of the system prompt and tools.
+    pub(super) preamble: u64,
+    /// A minimal summary with its framing.
+    pub(super) summary: u64,
+    /// The newest turn, its tool outputs clipped as far as clipping goes.
+    pub(super) tail: u64,
+}
+
+/// The smallest target that holds the preamble, a minimal summary and the newest turn
+/// (which no cut can fold); `None` without a safe cut. `ledger` must be synced to `work`.
+pub(super) fn smallest_workable(
+    config: &CompactConfig,
+    work: &Conversation,
+    ledger: &TokenLedger<'_>,
+) -> Option<Smallest> {
+    let tail = newest_turn_tokens(config, work, ledger)?;
+    let preamble = ledger.preamble_tokens();
+    let summary = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
+    Some(Smallest { target: preamble + summary + tail, preamble, summary, tail })
+}
+
+/// Tokens of the smallest tail a cut can leave (the messages after the last safe cut),
+/// with each tool output clipping could shorten counted at the smallest clip; `None`
+/// without a safe cut.
+fn newest_turn_tokens(config: &CompactConfig, work: &Conversation, ledger: &TokenLedger<'_>) -> Option<u64> {
+    let last = boundaries(&work.messages).last()?.index;
+    let clips = config.max_tool_output != ClipLimit::Off;
+    let floor = MIN_CLIP_TOKENS + BLOCK_OVERHEAD;
+    let tokens = (last..work.messages.len()).map(|index| {
+        let whole = ledger.message_tokens(index).unwrap_or_default();
+        let (Some(blocks), true) = (ledger.block_tokens(index), clips) else { return whole };
+        let saved: u64 = (work.messages[index].content.iter().zip(blocks))
+            .filter(|(block, _)| matches!(block, Block::ToolResult(_)))
+            .map(|(_, &tokens)| tokens.saturating_sub(floor))
+            .sum();
+        whole - saved
+    });
+    Some(tokens.sum())
+}
+
+/// Each message's tokens as `ledger` (synced to `conversation`) has them.
+pub(super) fn message_counts(ledger: &TokenLedger<'_>, conversation: &Conversation) -> Vec<u64> {
+    (0..conversation.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect()
+}
+
+/// The plan configuration for `work` with `counts` per message and `preamble` tokens of
+/// system prompt and tools: the tail's budget is what `target` leaves after them, the
+/// summary and a pinned first request. The first request is kept verbatim when it fits
+/// beside the newest turn (the messages after the last safe cut, which no cut can fold);
+/// otherwise it is folded into the summary.
+pub(super) fn tail_plan(
+    config: &CompactConfig,
+    target: u64,
+    preamble: u64,
+    work: &Conversation,
+    counts: &[u64],
+) -> PlanConfig {
+    let room = target.saturating_sub(preamble + summary_budget(config, target));
+    let pinned = match (config.plan.pin_first, work.messages.first()) {
+        (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
+            counts.first().copied().unwrap_or_default()
+        }
+        _ => 0,
+    };
+    let newest_turn: u64 =
+        boundaries(&work.messages).last().map_or(0, |cut| counts.get(cut.index..).unwrap_or(&[]).iter().sum());
+    let pin_first = if pinned + newest_turn <= room { config.plan.pin_first } else { PinFirst::Folded };
+    let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
+    PlanConfig {
+        max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),
+        pin_first,
+        // Over the target, any progress helps; the policy decides whether it is worth it.
+        min_progress: 0.0,
+        ..config.plan.clone()
+    }
+}

@@ -1,0 +1,528 @@
+//! The middleware: runs before each LLM call and decides what to send.
+//!
+//! [`CompactionMiddleware::prepare`] never touches the caller's history (invariant 4): it
+//! keeps its own working copy, which it extends with the messages appended since the last
+//! call. Its decisions are stable across calls, the way a real agent's context is: what was
+//! evicted stays evicted and a summary stays until the next compaction, so the request
+//! prefix (and the provider's prompt cache) is unchanged between compactions. Token counts
+//! are memoised per message, so a call that does not compact costs the new messages only.
+//!
+//! One middleware serves one conversation, and it is cheap to create (a proxy makes one per
+//! conversation, with that conversation's system prompt and tools). Calls for it are
+//! serialized: a `prepare` holds the conversation's state from the moment it reads it until
+//! its compaction (if any) is in place, so two concurrent calls never both compact nor
+//! interleave their updates; the second sees what the first did. [`snapshot`] and
+//! [`restore`] carry the whole state to another process.
+//!
+//! With a store on its compactor ([`Compactor::with_store`]), each compaction is stored with
+//! the caller's history (not the working copy), and outputs clipped on ingest are stored as
+//! they are clipped, so every ref the model is shown can be recalled.
+//!
+//! [`snapshot`]: CompactionMiddleware::snapshot
+//! [`restore`]: CompactionMiddleware::restore
+
+mod state;
+
+pub use state::{MiddlewareState, StateError, STATE_VERSION};
+
+use crate::compactor::{restore_summary, CompactConfig, CompactError, Compactor, ConfigError, Target, Undersized};
+use crate::event::{CompactionEvent, Event, FailedCompaction, Trigger};
+use crate::policy::{default_policy, Confirm, Decision, Policy, PolicyInput};
+use crate::store::{off_runtime, Payload, StoreError};
+use contextfold_core::clip::{clip, ClipConfig, Clipped};
+use contextfold_core::evict::EvictConfig;
+use contextfold_core::hash::message_fingerprint;
+use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
+use contextfold_core::{Conversation, Message, Role, System};
+use serde_json::Value;
+use state::{Calibration, State};
+use std::sync::{Arc, Mutex};
+
+/// The share of the usable window the middleware compacts to by default.
+pub const DEFAULT_TARGET: f64 = 0.3;
+
+/// Where the middleware works.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MiddlewareConfig {
+    /// The model's context window.
+    pub window: u64,
+    /// Tokens kept free for the answer.
+    pub output_reserve: u64,
+    /// How to compact when the policy says so (its target defaults to 30% of the usable window).
+    pub compact: CompactConfig,
+    /// The system prompt sent with every request (counted, never changed).
+    pub system: Option<System>,
+    /// The tool definitions sent with every request (counted, never changed).
+    pub tools: Option<Vec<Value>>,
+    /// Clip tool outputs over this many tokens as they enter the history, so a huge output
+    /// never enters it whole. Off by default.
+    pub clip_on_ingest: Option<u64>,
+}
+
+impl MiddlewareConfig {
+    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at 30%
+    /// of the usable window (tuned by replay over our corpus: a smaller context after a
+    /// compaction is cheaper to re-read on every later call). Not checked: see
+    /// [`MiddlewareConfig::builder`] for a configuration that refuses what cannot work.
+    pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
+        let defaults = CompactConfig::default();
+        let usable = window.saturating_sub(output_reserve);
+        MiddlewareConfig {
+            window,
+            output_reserve,
+            compact: CompactConfig {
+                target: Target::Window { window, reserve: output_reserve, fraction: DEFAULT_TARGET },
+                // Each cache rewrite an eviction causes must free a tenth of the window.
+                evict: EvictConfig { clear_at_least: Some(usable / 10), ..defaults.evict.clone() },
+                // A request must go out: below what a summary needs, compact to what works.
+                undersized: Undersized::Raise,
+                ..defaults
+            },
+            system: None,
+            tools: None,
+            clip_on_ingest: None,
+        }
+    }
+
+    /// A builder for a window of `window` tokens with `output_reserve` kept free, starting
+    /// from [`MiddlewareConfig::new`].
+    pub fn builder(window: u64, output_reserve: u64) -> MiddlewareConfigBuilder {
+        MiddlewareConfigBuilder { config: MiddlewareConfig::new(window, output_reserve) }
+    }
+
+    /// The window less the output reserve.
+    pub fn usable_window(&self) -> u64 {
+        self.window.saturating_sub(self.output_reserve)
+    }
+
+    /// Checks that the settings can work together: a window above zero, a reserve below
+    /// it, a compaction config that holds, with a target under the usable window.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        Target::Window { window: self.window, reserve: self.output_reserve, fraction: 1.0 }.check()?;
+        self.compact.check()?;
+        let usable = self.usable_window();
+        match self.compact.target.fixed_tokens() {
+            Some(target) if target >= usable => Err(ConfigError::TargetOverWindow { target, usable }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Builds a [`MiddlewareConfig`]; [`build`](MiddlewareConfigBuilder::build) refuses settings
+/// that contradict each other.
+#[derive(Debug, Clone)]
+pub struct MiddlewareConfigBuilder {
+    config: MiddlewareConfig,
+}
+
+impl MiddlewareConfigBuilder {
+    /// Compact to `fraction` of the usable window (default [`DEFAULT_TARGET`]).
+    pub fn target(mut self, fraction: f64) -> Self {
+        let (window, reserve) = (self.config.window, self.config.output_reserve);
+        self.config.compact.target = Target::Window { window, reserve, fraction };
+        self
+    }
+
+    /// How to compact (default: [`MiddlewareConfig::new`]'s); its target replaces the one
+    /// set by [`target`](MiddlewareConfigBuilder::target).
+    pub fn compact(mut self, compact: CompactConfig) -> Self {
+        self.config.compact = compact;
+        self
+    }
+
+    /// The conversation's system prompt (default none): counted, never changed.
+    pub fn system(mut self, system: System) -> Self {
+        self.config.system = Some(system);
+        self
+    }
+
+    /// The conversation's tool definitions (default none): counted, never changed.
+    pub fn tools(mut self, tools: Vec<Value>) -> Self {
+        self.config.tools = Some(tools);
+        self
+    }
+
+    /// Clip tool outputs over `tokens` as they enter the history (default off).
+    pub fn clip_on_ingest(mut self, tokens: u64) -> Self {
+        self.config.clip_on_ingest = Some(tokens);
+        self
+    }
+
+    /// The configuration, or the first pair of settings that contradict each other.
+    pub fn build(self) -> Result<MiddlewareConfig, ConfigError> {
+        self.config.check()?;
+        Ok(self.config)
+    }
+}
+
+/// What to send, and what happened.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The (possibly compacted) history to send, shared with the middleware's working copy
+    /// so that a call without compaction copies nothing.
+    pub history: Arc<Vec<Message>>,
+    /// The pending input, sent after the history (clipped on ingest when configured).
+    pub pending: Vec<Message>,
+    /// The compaction, if one ran.
+    pub event: Option<CompactionEvent>,
+    /// Estimated tokens of the request (calibrated by reported usage).
+    pub request_tokens: u64,
+    /// Why no compaction ran, when the policy was asked and declined.
+    pub skipped: Option<String>,
+    /// What went wrong, when something did. The request is sendable all the same: after a
+    /// failed compaction it is the history as it was, and after a store failure it is the
+    /// compaction, whose removed payloads may then not be recallable.
+    pub error: Option<PrepareError>,
+}
+
+impl Prepared {
+    /// The messages to send: the history, then the pending input.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut messages = Vec::with_capacity(self.history.len() + self.pending.len());
+        messages.extend(self.history.iter().cloned());
+        messages.extend(self.pending.iter().cloned());
+        messages
+    }
+
+    /// The messages to send, without copying them.
+    pub fn iter(&self) -> impl Iterator<Item = &Message> {
+        self.history.iter().chain(&self.pending)
+    }
+}
+
+/// What went wrong while preparing a request that is still sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrepareError {
+    /// The compaction failed; the history was sent as it was.
+    #[error("the compaction failed, so the history was sent as it is: {0}")]
+    Compaction(CompactError),
+    /// The store could not keep what was removed (a compaction, or outputs clipped on
+    /// ingest); the request went out, but the removed payloads may not be recallable.
+    #[error("the store could not keep what was removed from the request: {0}")]
+    Store(StoreError),
+}
+
+/// An observer of the middleware's events.
+pub type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Compacts the history of one conversation before each LLM call, under a policy.
+pub struct CompactionMiddleware {
+    compactor: Compactor,
+    config: MiddlewareConfig,
+    policy: Arc<dyn Policy>,
+    confirm: Option<Confirm>,
+    observer: Option<Observer>,
+    fixed_tokens: u64,
+    /// Held by a call from reading the state to putting its compaction in place.
+    state: tokio::sync::Mutex<State>,
+    /// Apart from `state`, so that usage can be reported while a compaction runs.
+    calibration: Mutex<Calibration>,
+}
+
+impl std::fmt::Debug for CompactionMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionMiddleware")
+            .field("compactor", &self.compactor)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl CompactionMiddleware {
+    /// A middleware compacting with `compactor` under the default policy
+    /// ([`CostAware`](crate::policy::CostAware), rate-limited). Cheap: it counts the system
+    /// prompt and tools once, nothing else.
+    pub fn new(compactor: Compactor, config: MiddlewareConfig) -> CompactionMiddleware {
+        let ledger = TokenLedger::shared(compactor.shared_counter());
+        let state = State {
+            source_len: 0,
+            source_last: 0,
+            working: Arc::new(Vec::new()),
+            ledger,
+            turns_since: 0,
+            tokens_at_compaction: 0,
+            consecutive: 0,
+            calls: 0,
+            full_summary: None,
+        };
+        CompactionMiddleware::with_state(compactor, config, state, Calibration::default())
+    }
+
+    /// A middleware that goes on from `state`, a [`snapshot`](CompactionMiddleware::snapshot)
+    /// of one built with the same compactor and config (and then given the same policy):
+    /// given the next request, it sends what that one would have sent.
+    pub fn restore(
+        compactor: Compactor,
+        config: MiddlewareConfig,
+        state: MiddlewareState,
+    ) -> Result<CompactionMiddleware, StateError> {
+        let (state, calibration) = state.into_state(TokenLedger::shared(compactor.shared_counter()))?;
+        Ok(CompactionMiddleware::with_state(compactor, config, state, calibration))
+    }
+
+    fn with_state(
+        compactor: Compactor,
+        config: MiddlewareConfig,
+        state: State,
+        calibration: Calibration,
+    ) -> CompactionMiddleware {
+        let counter = compactor.counter();
+        let fixed_tokens = config.system.as_ref().map_or(0, |system| count_system(counter, system))
+            + config.tools.as_deref().map_or(0, |tools| count_tools(counter, tools));
+        CompactionMiddleware {
+            compactor,
+            config,
+            policy: Arc::new(default_policy()),
+            confirm: None,
+            observer: None,
+            fixed_tokens,
+            state: tokio::sync::Mutex::new(state),
+            calibration: Mutex::new(calibration),
+        }
+    }
+
+    /// Decides with `policy` instead.
+    pub fn with_policy(mut self, policy: Arc<dyn Policy>) -> CompactionMiddleware {
+        self.policy = policy;
+        self
+    }
+
+    /// Asks `confirm` before each compaction the policy decides on (default: nobody is
+    /// asked). A declined compaction is skipped, unless the request would overflow.
+    pub fn with_confirmation(mut self, confirm: Confirm) -> CompactionMiddleware {
+        self.confirm = Some(confirm);
+        self
+    }
+
+    /// Delivers every event to `observer` (events also go to `tracing`).
+    pub fn with_observer(mut self, observer: Observer) -> CompactionMiddleware {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The whole state, once the calls in flight are done: restore it with
+    /// [`CompactionMiddleware::restore`].
+    pub async fn snapshot(&self) -> MiddlewareState {
+        let state = self.state.lock().await;
+        MiddlewareState::of(&state, *self.calibration())
+    }
+
+    /// Corrects the estimate with the provider's count of the last request's input tokens.
+    pub fn observe_usage(&self, input_tokens: u64) {
+        let mut calibration = self.calibration();
+        if calibration.last_estimate > 0 && input_tokens > 0 {
+            let ratio = (input_tokens as f64 / calibration.last_estimate as f64).clamp(0.5, 2.0);
+            calibration.ratio = 0.5 * calibration.ratio + 0.5 * ratio;
+        }
+    }
+
+    fn calibration(&self) -> std::sync::MutexGuard<'_, Calibration> {
+        self.calibration.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Brings the working copy up to date with `history`: appends what is new, or starts
+    /// over when the history was rewritten. Returns why the store failed, if it did.
+    async fn sync(&self, state: &mut State, history: &[Message]) -> Option<StoreError> {
+        let extends = state.source_len > 0
+            && history.len() >= state.source_len
+            && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
+        let new = if extends {
+            &history[state.source_len..]
+        } else {
+            state.working = Arc::new(Vec::new());
+            state.full_summary = None;
+            state.turns_since = 0;
+            history
+        };
+        let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len()).await;
+        state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
+        if !added.is_empty() {
+            Arc::make_mut(&mut state.working).extend(added);
+        }
+        state.source_len = history.len();
+        state.source_last = history.last().map_or(0, message_fingerprint);
+        if extends {
+            state.ledger.sync(&state.working);
+        } else {
+            state.ledger.resync(&state.working);
+        }
+        store_error
+    }
+
+    /// `messages`, to follow `offset` messages of the working copy, with tool outputs over
+    /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
+    /// the full outputs, if it did.
+    async fn clip_ingested(&self, messages: Vec<Message>, offset: usize) -> (Vec<Message>, Option<StoreError>) {
+        let Some(limit) = self.config.clip_on_ingest else { return (messages, None) };
+        let mut incoming = Conversation { messages, ..Conversation::default() };
+        let evict = &self.config.compact.evict;
+        let config = ClipConfig { preset: evict.preset, recall_tool: evict.recall_tool, ..ClipConfig::new(limit) };
+        let mut clipped = clip(&mut incoming, &config, self.compactor.counter());
+        clipped.iter_mut().for_each(|item| item.message += offset);
+        let error = self.store_clipped(clipped).await;
+        (incoming.messages, error)
+    }
+
+    /// Stores the full outputs of `clipped`, when a store is set; returns why it failed.
+    async fn store_clipped(&self, clipped: Vec<Clipped>) -> Option<StoreError> {
+        let (store, session) = self.compactor.store()?;
+        if clipped.is_empty() {
+            return None;
+        }
+        let payloads: Vec<Payload> = clipped.iter().map(|item| Payload::from_clipped(session, item)).collect();
+        let stored = off_runtime(move || payloads.iter().try_for_each(|payload| store.put_payload(payload).map(drop)));
+        let error = stored.await.err()?;
+        tracing::warn!(error = %error, "contextfold could not store a clipped output");
+        Some(error)
+    }
+
+    /// Prepares the request for the next call: `history` (the caller's, untouched) plus
+    /// `pending` (the new input), compacted first when the policy says so (and the
+    /// confirmation agrees) or the request would overflow the window.
+    pub async fn prepare(&self, history: &[Message], pending: &[Message]) -> Prepared {
+        let counter = self.compactor.counter();
+        let mut state = self.state.lock().await;
+        let synced = self.sync(&mut state, history).await;
+        // Pending input is ingested too: a huge output never enters the request whole.
+        let (pending, clipped) = self.clip_ingested(pending.to_vec(), state.working.len()).await;
+        let store_error = synced.or(clipped).map(PrepareError::Store);
+        let pending_tokens = count_messages(counter, &pending);
+        let estimate = self.fixed_tokens + state.ledger.total() + pending_tokens;
+        state.calls += 1;
+        let ratio = {
+            let mut calibration = self.calibration();
+            calibration.last_estimate = estimate;
+            calibration.ratio
+        };
+        let input = PolicyInput {
+            request_tokens: (estimate as f64 * ratio) as u64,
+            usable_window: self.config.usable_window(),
+            turns_since: state.turns_since,
+            tokens_since: state.ledger.total().saturating_sub(state.tokens_at_compaction),
+            consecutive: state.consecutive,
+            calls: state.calls,
+            target_tokens: self.config.compact.target.tokens(estimate),
+        };
+        let overflow = input.request_tokens > input.usable_window;
+        // Why not to compact, and whether an overflow overrides it.
+        let declined = match self.policy.decide(&input) {
+            Decision::Never(reason) => Some((reason, false)),
+            Decision::Skip(reason) => Some((reason, true)),
+            Decision::Compact => match &self.confirm {
+                Some(confirm) if !confirm.ask(input).await => Some(("the confirmation callback declined".into(), true)),
+                _ => None,
+            },
+        };
+        let trigger = match declined {
+            None => Trigger::Auto,
+            Some((_, true)) if overflow => Trigger::Overflow,
+            Some((reason, _)) => {
+                state.consecutive = 0;
+                return Prepared {
+                    history: state.working.clone(),
+                    pending,
+                    event: None,
+                    request_tokens: input.request_tokens,
+                    skipped: Some(reason),
+                    error: store_error,
+                };
+            }
+        };
+        let (event, error) = self.compact_working(&mut state, trigger, pending_tokens, history).await;
+        Prepared {
+            history: state.working.clone(),
+            pending,
+            event,
+            request_tokens: self.fixed_tokens + state.ledger.total() + pending_tokens,
+            skipped: None,
+            error: error.or(store_error),
+        }
+    }
+
+    /// Compacts now, whatever the policy says (a user's `/compact`); the history is sent as
+    /// the result holds it from now on.
+    pub async fn compact_now(&self, history: &[Message]) -> Prepared {
+        let mut state = self.state.lock().await;
+        let synced = self.sync(&mut state, history).await.map(PrepareError::Store);
+        let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, history).await;
+        Prepared {
+            history: state.working.clone(),
+            pending: Vec::new(),
+            event,
+            request_tokens: self.fixed_tokens + state.ledger.total(),
+            skipped: None,
+            error: error.or(synced),
+        }
+    }
+
+    /// Compacts the working copy and stores the compaction with the caller's `history`; the
+    /// event of a compaction that ran, and what went wrong.
+    async fn compact_working(
+        &self,
+        state: &mut State,
+        trigger: Trigger,
+        pending_tokens: u64,
+        history: &[Message],
+    ) -> (Option<CompactionEvent>, Option<PrepareError>) {
+        let mut conversation = Conversation {
+            system: self.config.system.clone(),
+            messages: state.working.as_ref().clone(),
+            tools: self.config.tools.clone(),
+            extra: Default::default(),
+        };
+        // A summary shortened to fit last time is folded from its full text.
+        let full_summary = state.full_summary.take();
+        if let Some(full) = &full_summary {
+            restore_summary(&mut conversation.messages, full);
+        }
+        let mut config = self.config.compact.clone();
+        // The request must fit with the pending input, whatever the target.
+        let cap = self.config.usable_window().saturating_sub(pending_tokens).max(1);
+        config.limit = Some(config.limit.map_or(cap, |limit| limit.min(cap)));
+        if trigger == Trigger::Overflow || config.target.fixed_tokens().is_some_and(|target| target > cap) {
+            // Aim below the usable window.
+            config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
+        }
+        let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
+            Ok(compacted) => self.compactor.persist(history, compacted).await,
+            Err(err) => Err(err),
+        };
+        // A compaction the store could not keep is still sent: the caller's history has every
+        // payload, and the event says what was not stored.
+        let (compacted, store_error) = match result {
+            Ok(compacted) => (compacted, None),
+            Err(CompactError::Store { source, compacted }) => (*compacted, Some(source)),
+            Err(err) => {
+                // The working copy still holds the shortened summary: keep its full text.
+                state.full_summary = full_summary;
+                let request_tokens = self.fixed_tokens + state.ledger.total() + pending_tokens;
+                self.emit(Event::Failed(FailedCompaction { trigger, request_tokens, error: err.to_string() }));
+                return (None, Some(PrepareError::Compaction(err)));
+            }
+        };
+        let mut event = CompactionEvent::new(trigger, &compacted.report);
+        event.store_error = store_error.as_ref().map(ToString::to_string);
+        self.emit(Event::Compacted(event.clone()));
+        state.working = Arc::new(compacted.conversation.messages);
+        state.full_summary = compacted.full_summary;
+        state.ledger.resync(&state.working);
+        state.tokens_at_compaction = state.ledger.total();
+        state.turns_since = 0;
+        state.consecutive += 1;
+        (Some(event), store_error.map(PrepareError::Store))
+    }
+
+    /// Traces `event` and hands it to the observer.
+    fn emit(&self, event: Event) {
+        event.trace();
+        if let Some(observer) = &self.observer {
+            observer(&event);
+        }
+    }
+
+    /// Tokens of one message by this middleware's counter.
+    pub fn count(&self, message: &Message) -> u64 {
+        count_message(self.compactor.counter(), message)
+    }
+}

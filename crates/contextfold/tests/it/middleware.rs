@@ -1,0 +1,303 @@
+//! The middleware under concurrency, its failures, its confirmation hook, its configuration
+//! builder, and its snapshots: a restored middleware sends what the original would have.
+
+use crate::common::{corpus_dir, session};
+use contextfold::compactor::{CompactError, Compactor, ConfigError, Strategy};
+use contextfold::core::{Conversation, Message};
+use contextfold::event::{Event, Trigger};
+use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, MiddlewareState, PrepareError, StateError};
+use contextfold::policy::{Confirm, Threshold};
+use contextfold::summarize::{BoxFuture, SummarizeError, Summarizer, Summary, SummaryRequest, Usage};
+use proptest::prelude::*;
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A summarizer that takes its time (so that concurrent calls overlap) and counts its calls.
+#[derive(Default)]
+struct Slow {
+    calls: AtomicUsize,
+}
+
+impl Summarizer for Slow {
+    fn id(&self) -> String {
+        "slow/v1".into()
+    }
+
+    fn input_budget(&self) -> u64 {
+        100_000
+    }
+
+    fn summarize<'a>(&'a self, _request: &'a SummaryRequest) -> BoxFuture<'a, Result<Summary, SummarizeError>> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            Ok(Summary { text: format!("Summary {call}: the user asked to fix modules."), usage: Usage::default() })
+        })
+    }
+}
+
+fn json(messages: &[Message]) -> Vec<Value> {
+    messages.iter().map(Message::to_value).collect()
+}
+
+#[test]
+fn concurrent_prepares_for_one_conversation_compact_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let slow = Arc::new(Slow::default());
+    let mut config = MiddlewareConfig::new(8_000, 1_000);
+    config.compact.strategy = Strategy::Summarize;
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let seen = events.clone();
+    let middleware = Arc::new(
+        CompactionMiddleware::new(Compactor::new(slow.clone()), config)
+            .with_policy(Arc::new(Threshold::Fraction(0.8)))
+            .with_observer(Arc::new(move |event: &Event| seen.lock().unwrap().push(event.clone()))),
+    );
+    let history = Arc::new(session(6, 4, 30).messages);
+    let prepared = runtime.block_on(async {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..32 {
+            let (middleware, history) = (middleware.clone(), history.clone());
+            calls.spawn(async move { middleware.prepare(&history, &[]).await });
+        }
+        let mut prepared = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            prepared.push(done.expect("no task panics"));
+        }
+        prepared
+    });
+    let compacted: Vec<_> = prepared.iter().filter(|prepared| prepared.event.is_some()).collect();
+    assert_eq!(compacted.len(), 1, "exactly one of 32 concurrent calls compacts");
+    assert_eq!(slow.calls.load(Ordering::SeqCst), 1, "one summary");
+    assert_eq!(events.lock().unwrap().len(), 1);
+    // Every call sends the same compacted request: none saw a half-updated state.
+    let sent = json(&compacted[0].messages());
+    assert!(sent.len() < history.len());
+    for each in &prepared {
+        assert_eq!(json(&each.messages()), sent);
+        assert!(each.error.is_none(), "{:?}", each.error);
+    }
+    let state = runtime.block_on(middleware.snapshot());
+    assert_eq!(json(state.working()), sent);
+}
+
+#[test]
+fn a_failed_compaction_is_returned_and_reported_and_the_history_is_sent_as_it_is() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut config = MiddlewareConfig::new(8_000, 1_000);
+    // A configuration that cannot work makes every compaction fail.
+    config.compact.max_chunks = 0;
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let seen = events.clone();
+    let middleware = CompactionMiddleware::new(Compactor::default(), config)
+        .with_policy(Arc::new(Threshold::Fraction(0.5)))
+        .with_observer(Arc::new(move |event: &Event| seen.lock().unwrap().push(event.clone())));
+    let history = session(6, 4, 30).messages;
+    let prepared = runtime.block_on(middleware.prepare(&history, &[]));
+    assert!(prepared.event.is_none());
+    match &prepared.error {
+        Some(PrepareError::Compaction(CompactError::Config(ConfigError::ZeroChunks))) => {}
+        other => panic!("expected the compaction's error, got {other:?}"),
+    }
+    assert_eq!(json(&prepared.messages()), json(&history), "sent as it is");
+    let events = events.lock().unwrap();
+    match events.as_slice() {
+        [Event::Failed(failed)] => {
+            assert_eq!(failed.trigger, Trigger::Auto);
+            assert!(failed.error.contains("max_chunks"), "{}", failed.error);
+            let wire = serde_json::to_value(&events[0]).unwrap();
+            assert_eq!(wire["event"], "failed");
+        }
+        other => panic!("expected one failure event, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_confirmation_hook_is_asked_and_may_decline() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let declining = Confirm::new(move |_input| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { false }
+    });
+    let history = session(6, 4, 30).messages;
+    // A window the session fits, so that no overflow forces the compaction.
+    let config = MiddlewareConfig::new(200_000, 8_000);
+    let middleware = CompactionMiddleware::new(Compactor::default(), config.clone())
+        .with_policy(Arc::new(Threshold::Absolute(1)))
+        .with_confirmation(declining);
+    let prepared = runtime.block_on(middleware.prepare(&history, &[]));
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert!(prepared.event.is_none());
+    assert_eq!(prepared.skipped.as_deref(), Some("the confirmation callback declined"));
+
+    let agreeing = CompactionMiddleware::new(Compactor::default(), config)
+        .with_policy(Arc::new(Threshold::Absolute(1)))
+        .with_confirmation(Confirm::new(|_input| async { true }));
+    assert!(runtime.block_on(agreeing.prepare(&history, &[])).event.is_some());
+}
+
+#[test]
+fn the_config_builder_refuses_what_cannot_work() {
+    assert_eq!(MiddlewareConfig::builder(0, 0).build(), Err(ConfigError::ZeroWindow));
+    assert_eq!(
+        MiddlewareConfig::builder(20_000, 30_000).build(),
+        Err(ConfigError::ReserveNotBelowWindow { reserve: 30_000, window: 20_000 })
+    );
+    assert!(matches!(MiddlewareConfig::builder(20_000, 2_000).target(1.2).build(), Err(ConfigError::Fraction { .. })));
+    let config = MiddlewareConfig::builder(200_000, 16_000)
+        .target(0.4)
+        .system(contextfold::core::System::Text("You are a coding agent.".into()))
+        .tools(vec![serde_json::json!({"name": "Read", "input_schema": {"type": "object"}})])
+        .clip_on_ingest(8_000)
+        .build()
+        .unwrap();
+    assert_eq!(config.usable_window(), 184_000);
+    assert_eq!(config.compact.target.tokens(0), 73_600);
+    assert_eq!(config.clip_on_ingest, Some(8_000));
+}
+
+/// Drives `original` through `history`'s calls up to `split`, snapshots it (through JSON),
+/// restores a second middleware from the snapshot, and checks that both send the same
+/// requests for the calls after it. Returns how many of those compacted.
+fn restored_sends_the_same(history: &[Message], window: u64, split: usize, calls: &[usize]) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let config = MiddlewareConfig::new(window, window / 8);
+    let original = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let mut at = 0;
+    for &end in calls.iter().take_while(|&&end| end <= split) {
+        let prepared = runtime.block_on(original.prepare(&history[..end], &[]));
+        original.observe_usage(prepared.request_tokens * 11 / 10);
+        at = end;
+    }
+    let text = serde_json::to_string(&runtime.block_on(original.snapshot())).unwrap();
+    let state: MiddlewareState = serde_json::from_str(&text).unwrap();
+    assert_eq!(serde_json::to_string(&state).unwrap(), text, "a snapshot reads back as it was written");
+    let restored = CompactionMiddleware::restore(Compactor::default(), config, state).unwrap();
+    let mut compactions = 0;
+    for &end in calls.iter().filter(|&&end| end > at) {
+        let a = runtime.block_on(original.prepare(&history[..end], &[]));
+        let b = runtime.block_on(restored.prepare(&history[..end], &[]));
+        assert_eq!(json(&a.messages()), json(&b.messages()), "call at {end} after a snapshot at {at}");
+        assert_eq!(a.event.is_some(), b.event.is_some());
+        assert_eq!(a.request_tokens, b.request_tokens);
+        compactions += usize::from(a.event.is_some());
+        original.observe_usage(a.request_tokens * 9 / 10);
+        restored.observe_usage(b.request_tokens * 9 / 10);
+    }
+    compactions
+}
+
+/// The calls of a session: one before each assistant message.
+fn call_points(messages: &[Message]) -> Vec<usize> {
+    (1..messages.len()).filter(|&end| messages[end].role == contextfold::core::Role::Assistant).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_restored_middleware_sends_what_the_original_would(turns in 3usize..8, lines in 10usize..60, split in 0usize..40, window in 4usize..12) {
+        let history = session(turns, 3, lines).messages;
+        let calls = call_points(&history);
+        let split = calls[split % calls.len()];
+        restored_sends_the_same(&history, window as u64 * 1_000, split, &calls);
+    }
+}
+
+#[test]
+fn a_restored_middleware_sends_what_the_original_would_over_the_corpus() {
+    let Some(dir) = corpus_dir() else { return };
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
+        .collect();
+    files.sort();
+    let mut compactions = 0;
+    // Every fourth session keeps the test's time bounded; each is split after a third of its calls.
+    for file in files.iter().step_by(4) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let conversation: Conversation = contextfold::core::format::parse(&text, None).unwrap().conversation;
+        let calls = call_points(&conversation.messages);
+        if calls.len() < 3 {
+            continue;
+        }
+        compactions += restored_sends_the_same(&conversation.messages, 16_000, calls[calls.len() / 3], &calls);
+    }
+    assert!(compactions > 0, "the restored middlewares compacted too");
+}
+
+/// A snapshot taken before any call of a session, written as JSON and restored, sends that
+/// call exactly what the middleware that never stopped sends, and ends in the same state
+/// (so every later call is the same too). Returns the calls that compacted.
+fn restored_at_every_call_sends_the_same(history: &[Message], window: u64) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let config = MiddlewareConfig::new(window, window / 8);
+    let original = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let mut compactions = 0;
+    for end in call_points(history) {
+        let text = serde_json::to_string(&runtime.block_on(original.snapshot())).unwrap();
+        let state: MiddlewareState = serde_json::from_str(&text).unwrap();
+        let restored = CompactionMiddleware::restore(Compactor::default(), config.clone(), state).unwrap();
+        let b = runtime.block_on(restored.prepare(&history[..end], &[]));
+        let a = runtime.block_on(original.prepare(&history[..end], &[]));
+        assert_eq!(json(&a.messages()), json(&b.messages()), "the call at message {end}");
+        assert_eq!((a.request_tokens, a.event.is_some()), (b.request_tokens, b.event.is_some()), "at {end}");
+        let after = |middleware: &CompactionMiddleware| {
+            serde_json::to_string(&runtime.block_on(middleware.snapshot())).unwrap()
+        };
+        assert_eq!(after(&original), after(&restored), "the state after the call at message {end}");
+        compactions += usize::from(a.event.is_some());
+        // The provider counts a tenth more than the estimate: the calibration moves.
+        original.observe_usage(a.request_tokens * 11 / 10);
+    }
+    compactions
+}
+
+#[test]
+fn a_middleware_restored_before_any_call_of_a_corpus_session_sends_the_same_request() {
+    let Some(dir) = corpus_dir() else { return };
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
+        .collect();
+    files.sort();
+    let (mut sessions, mut calls, mut compactions) = (0, 0, 0);
+    // Every third session, at a window that makes the long ones compact several times.
+    for file in files.iter().step_by(3) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let conversation: Conversation = contextfold::core::format::parse(&text, None).unwrap().conversation;
+        sessions += 1;
+        calls += call_points(&conversation.messages).len();
+        compactions += restored_at_every_call_sends_the_same(&conversation.messages, 24_000);
+    }
+    println!("{sessions} sessions: restored before each of {calls} calls, {compactions} of which compacted");
+    assert!(compactions > 10, "only {compactions} calls compacted");
+}
+
+#[test]
+fn a_snapshot_of_another_version_or_a_broken_one_is_refused() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(8_000, 1_000));
+    let history = session(3, 2, 20).messages;
+    runtime.block_on(middleware.prepare(&history, &[]));
+    let mut value = serde_json::to_value(runtime.block_on(middleware.snapshot())).unwrap();
+    value["version"] = 99.into();
+    let state: MiddlewareState = serde_json::from_value(value.clone()).unwrap();
+    let err =
+        CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
+    assert_eq!(err, StateError::Version { found: 99, known: contextfold::middleware::STATE_VERSION });
+    value["version"] = 1.into();
+    value["working"] = Value::Array(Vec::new());
+    let state: MiddlewareState = serde_json::from_value(value.clone()).unwrap();
+    let err =
+        CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
+    assert!(matches!(err, StateError::Inconsistent(_)), "{err}");
+    value["unknown"] = 1.into();
+    assert!(serde_json::from_value::<MiddlewareState>(value).is_err(), "unknown fields are refused");
+}
