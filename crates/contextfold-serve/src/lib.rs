@@ -48,6 +48,7 @@ mod proxy;
 mod relay;
 mod route;
 mod session;
+mod state;
 mod store;
 mod usage;
 pub mod window;

@@ -7,14 +7,16 @@
 //! reports, so `contextfold sessions`, `recall` and `search` work on the proxy's store as on
 //! the one `compact --store` writes.
 
-use contextfold::store::{SessionId, SessionStore, StoreError, StoreLocation};
+use contextfold::store::{
+    ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
+};
 use std::sync::Arc;
 
 /// The store behind the proxy.
 #[derive(Clone)]
 pub struct ProxyStore {
     location: StoreLocation,
-    sessions: Arc<dyn SessionStore>,
+    store: Arc<dyn ConversationStore>,
 }
 
 impl std::fmt::Debug for ProxyStore {
@@ -34,9 +36,9 @@ impl ProxyStore {
     /// Opens (creating when missing) the store at `location`, on a blocking thread.
     pub async fn open(location: StoreLocation) -> Result<ProxyStore, OpenError> {
         let opening = location.clone();
-        let opened = off_runtime(move || opening.open()).await;
+        let opened = off_runtime(move || opening.open_conversations()).await;
         match opened {
-            Ok(sessions) => Ok(ProxyStore { location, sessions }),
+            Ok(store) => Ok(ProxyStore { location, store }),
             Err(err) => Err(OpenError { message: named(&location, &err) }),
         }
     }
@@ -48,13 +50,43 @@ impl ProxyStore {
 
     /// The store itself, for a compactor to keep its compactions in.
     pub fn sessions(&self) -> Arc<dyn SessionStore> {
-        self.sessions.clone()
+        self.store.clone()
     }
 
     /// Creates a session named `name` for a new conversation.
     pub async fn create_session(&self, name: String) -> Result<SessionId, StoreError> {
-        let sessions = self.sessions.clone();
-        off_runtime(move || sessions.create_session(&name)).await
+        let store = self.store.clone();
+        off_runtime(move || store.create_session(&name)).await
+    }
+
+    /// Deletes a session made for a conversation another replica had started first.
+    pub async fn delete_session(&self, session: SessionId) -> Result<bool, StoreError> {
+        let store = self.store.clone();
+        off_runtime(move || store.delete_session(&session)).await
+    }
+
+    /// Takes conversation `key`'s lock, waiting for any other replica that holds it.
+    pub async fn lock(&self, key: &str) -> Result<StateLock, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.lock_state(&key)).await
+    }
+
+    /// The version of conversation `key`'s stored state (0: none).
+    pub async fn version(&self, key: &str) -> Result<u64, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.state_version(&key)).await
+    }
+
+    /// Conversation `key`'s stored state.
+    pub async fn load(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.state(&key)).await
+    }
+
+    /// Writes conversation `key`'s state over version `expected`.
+    pub async fn save(&self, key: &str, expected: u64, bytes: Vec<u8>) -> Result<Put, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.put_state(&key, expected, &bytes)).await
     }
 }
 

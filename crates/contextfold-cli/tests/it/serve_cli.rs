@@ -49,7 +49,7 @@ fn answer(mut stream: TcpStream, delay: Duration, seen: &Mutex<Vec<String>>, kep
 }
 
 /// Reads one HTTP/1.1 message with a Content-Length body: its head and body.
-fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+pub fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut data = Vec::new();
     let mut buffer = [0u8; 4096];
     loop {
@@ -80,16 +80,16 @@ fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 }
 
 /// A running `contextfold serve` and the lines it printed at start-up.
-struct Served {
+pub struct Served {
     child: Child,
     stdout: Vec<String>,
     stderr: mpsc::Receiver<String>,
-    addr: String,
+    pub addr: String,
 }
 
 /// Starts `contextfold serve` in `dir` (where its default store goes) forwarding to
 /// `upstream`, with `extra` flags.
-fn serve(dir: &Path, upstream: &str, extra: &[&str]) -> Served {
+pub fn serve(dir: &Path, upstream: &str, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_contextfold"))
         .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--upstream-openai"])
         .arg(format!("{upstream}/v1"))
@@ -125,7 +125,7 @@ fn serve(dir: &Path, upstream: &str, extra: &[&str]) -> Served {
 
 impl Served {
     /// Sends `signal` and waits (at most 10 s) for the exit code.
-    fn stop(&mut self, signal: &str) -> i32 {
+    pub fn stop(&mut self, signal: &str) -> i32 {
         let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -142,7 +142,7 @@ impl Served {
     }
 
     /// Everything it wrote to standard error so far.
-    fn stderr(&self) -> Vec<String> {
+    pub fn stderr(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
     }
 }
@@ -160,7 +160,7 @@ fn post(addr: &str) -> (String, String) {
 }
 
 /// Posts the Messages request `body` to the proxy at `addr`; returns the status line and body.
-fn post_body(addr: &str, body: &str) -> (String, String) {
+pub fn post_body(addr: &str, body: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).expect("connects");
     write!(
         stream,

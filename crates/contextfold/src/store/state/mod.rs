@@ -62,6 +62,7 @@ impl StateLock {
     }
 
     /// A lock released when `guard` is dropped.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn held(guard: impl Send + 'static) -> StateLock {
         StateLock { _held: Some(Box::new(guard)) }
     }
