@@ -259,11 +259,11 @@ pub struct InputArgs {
 }
 
 fn parse_format(name: &str) -> Result<Format, String> {
-    name.parse()
+    name.parse().map_err(|err| format!("{err}"))
 }
 
 fn parse_preset(name: &str) -> Result<Preset, String> {
-    name.parse()
+    name.parse().map_err(|err| format!("{err}"))
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -806,7 +806,7 @@ pub struct ServeArgs {
 }
 
 fn parse_log_format(name: &str) -> Result<contextfold_serve::LogFormat, String> {
-    name.parse()
+    name.parse().map_err(|err| format!("{err}"))
 }
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {

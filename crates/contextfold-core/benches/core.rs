@@ -34,7 +34,24 @@ fn session() -> Option<(String, Conversation)> {
 
 fn counters() -> Vec<&'static dyn TokenCounter> {
     use contextfold_core::tokens::Tokenizer;
-    Tokenizer::ALL.iter().map(|tokenizer| tokenizer.counter()).collect()
+    let mut counters: Vec<&'static dyn TokenCounter> =
+        Tokenizer::ALL.iter().map(|tokenizer| tokenizer.counter()).collect();
+    counters.push(&EncoderAlone);
+    counters
+}
+
+/// `o200k` straight through bpe-openai, each piece encoded: what the exact counter does
+/// without its piece cache, for comparison.
+struct EncoderAlone;
+
+impl TokenCounter for EncoderAlone {
+    fn name(&self) -> &'static str {
+        "o200k-encoder-alone"
+    }
+
+    fn count_text(&self, text: &str) -> u64 {
+        bpe_openai::o200k_base().count(text) as u64
+    }
 }
 
 fn benches(c: &mut Criterion) {
@@ -48,6 +65,11 @@ fn benches(c: &mut Criterion) {
         // Build BPE vocabularies outside the measurement.
         counter.count_text("warm up");
         group.bench_function(counter.name(), |b| b.iter(|| count_conversation(counter, black_box(&conversation))));
+        // Exact counters remember pieces per thread: on a fresh thread each time, as a
+        // command counts a session once.
+        group.bench_function(format!("{} (fresh thread)", counter.name()), |b| {
+            b.iter(|| std::thread::scope(|scope| scope.spawn(|| count_conversation(counter, &conversation)).join()))
+        });
     }
     group.finish();
 

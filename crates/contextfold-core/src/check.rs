@@ -16,6 +16,7 @@ pub const PRESERVED_FACTS: &str = "Preserved facts";
 /// What kind of fact must survive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FactKind {
     /// A file created or modified: its path.
     FileChanged,

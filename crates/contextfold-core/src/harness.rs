@@ -13,6 +13,7 @@ use crate::conversation::{Block, Message};
 
 /// The agent family a harness text belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Family {
     /// Claude Code.
     ClaudeCode,

@@ -35,14 +35,19 @@ pub enum LogFormat {
     Json,
 }
 
-impl std::str::FromStr for LogFormat {
-    type Err = String;
+/// A log format name that is not `text` or `json`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown log format `{0}` (expected text or json)")]
+pub struct UnknownLogFormat(pub String);
 
-    fn from_str(name: &str) -> Result<LogFormat, String> {
+impl std::str::FromStr for LogFormat {
+    type Err = UnknownLogFormat;
+
+    fn from_str(name: &str) -> Result<LogFormat, UnknownLogFormat> {
         match name {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            other => Err(format!("unknown log format `{other}` (expected text or json)")),
+            other => Err(UnknownLogFormat(other.to_owned())),
         }
     }
 }

@@ -53,7 +53,7 @@ mod store;
 mod usage;
 pub mod window;
 
-pub use config::{ConfigError, LogFormat, ServeConfig};
+pub use config::{ConfigError, LogFormat, ServeConfig, UnknownLogFormat};
 pub use headers::{SESSION_HEADER, SWITCH_HEADER, TOKEN_HEADER};
 pub use log::init_logging;
 

@@ -64,6 +64,7 @@ fn is_stdio(path: &Path) -> bool {
 
 /// A file that could not be read or written as a conversation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The file could not be opened, read or written. The message says what went wrong in
     /// full, so the I/O error is not given again as a source.

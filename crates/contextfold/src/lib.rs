@@ -101,7 +101,9 @@
 //! # Errors
 //!
 //! Every fallible function returns a typed error ([`CompactError`], [`ConfigError`],
-//! [`StoreError`], [`SummarizeError`], [`middleware::StateError`], [`input::LoadError`]);
+//! [`StoreError`], [`SummarizeError`], [`middleware::StateError`], [`input::LoadError`],
+//! [`replay::ReplayError`]; a name that parses into a value has its own, such as
+//! [`replay::InvalidPrice`] or [`core::format::UnknownFormat`]);
 //! each message is one sentence naming what failed and what to do.
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]

@@ -34,7 +34,7 @@ struct JsonRow<'a> {
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let price = Price::parse(&args.price).map_err(anyhow::Error::msg)?;
+    let price = Price::parse(&args.price)?;
     let files = inputs(&args.files)?;
     if files.is_empty() {
         bail!("no session files found");
@@ -212,10 +212,9 @@ fn replay_file(
     };
     let results = runtime
         .block_on(replay_with(&parsed.conversation, config, &mut |call| match &mut dump {
-            Some(dump) => dump.call(call),
+            Some(dump) => dump.call(call).map_err(Into::into),
             None => Ok(()),
         }))
-        .map_err(anyhow::Error::msg)
         .with_context(|| shown.clone())?;
     if let Some(dump) = dump {
         dump.finish()?;
@@ -262,10 +261,10 @@ impl Dump {
         })
     }
 
-    fn call(&mut self, call: &CallRecord) -> Result<(), String> {
+    fn call(&mut self, call: &CallRecord) -> anyhow::Result<()> {
         let mut request = self.template.clone();
         request.messages = call.messages.to_vec();
-        let value = format::to_value(&request, self.format, self.layout).map_err(|err| err.to_string())?;
+        let value = format::to_value(&request, self.format, self.layout)?;
         let messages = match value {
             serde_json::Value::Array(messages) => serde_json::Value::Array(messages),
             mut object => object.get_mut("messages").map(serde_json::Value::take).unwrap_or_default(),
@@ -285,12 +284,12 @@ impl Dump {
                 let path = dir.join(format!("{}.jsonl", self.stem));
                 let file = std::fs::create_dir_all(&dir)
                     .and_then(|()| std::fs::File::create(&path))
-                    .map_err(|err| format!("{}: cannot write the request dump: {err}", path.display()))?;
+                    .with_context(|| format!("{}: cannot write the request dump", path.display()))?;
                 entry.insert((path, BufWriter::new(file)))
             }
         };
-        let text = serde_json::to_string(&line).map_err(|err| err.to_string())?;
-        writeln!(out, "{text}").map_err(|err| format!("{}: cannot write the request dump: {err}", path.display()))
+        let text = serde_json::to_string(&line)?;
+        writeln!(out, "{text}").with_context(|| format!("{}: cannot write the request dump", path.display()))
     }
 
     fn finish(self) -> anyhow::Result<()> {

@@ -22,6 +22,7 @@ use std::str::FromStr;
 
 /// A conversation format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Format {
     /// Anthropic Messages request JSON (a request body, `{system, messages, tools}`, or an
     /// array of messages).
@@ -61,16 +62,21 @@ impl fmt::Display for Format {
     }
 }
 
-impl FromStr for Format {
-    type Err = String;
+/// A format name that is not `anthropic`, `openai`, `responses` or `claude-code`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{0}` (expected anthropic, openai, responses or claude-code)")]
+pub struct UnknownFormat(pub String);
 
-    fn from_str(name: &str) -> Result<Format, String> {
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(name: &str) -> Result<Format, UnknownFormat> {
         match name {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
             "responses" => Ok(Format::Responses),
             "claude-code" => Ok(Format::ClaudeCode),
-            other => Err(format!("unknown format `{other}` (expected anthropic, openai, responses or claude-code)")),
+            other => Err(UnknownFormat(other.to_owned())),
         }
     }
 }
@@ -337,6 +343,19 @@ pub fn write_with_losses(
 mod tests {
     use super::*;
     use crate::conversation::Role;
+
+    #[test]
+    fn format_names_round_trip_and_others_are_named() {
+        for format in [Format::Anthropic, Format::OpenAi, Format::Responses, Format::ClaudeCode] {
+            assert_eq!(format.name().parse(), Ok(format));
+        }
+        let err = "Anthropic".parse::<Format>().unwrap_err();
+        assert_eq!(err, UnknownFormat("Anthropic".into()));
+        assert_eq!(
+            err.to_string(),
+            "unknown format `Anthropic` (expected anthropic, openai, responses or claude-code)"
+        );
+    }
 
     #[test]
     fn detects_formats() {

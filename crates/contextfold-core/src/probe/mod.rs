@@ -28,6 +28,7 @@ use serde::Serialize;
 /// What a probe checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProbeKind {
     /// The user's first request.
     FirstRequest,

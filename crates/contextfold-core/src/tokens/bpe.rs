@@ -8,8 +8,61 @@
 //! `encode_ordinary`: text that looks like a special token (`<|endoftext|>`) counts as
 //! ordinary text, as it would in a user's message; they are the same as tiktoken's on every
 //! line of the reference fixtures.
+//!
+//! Text is counted a pre-tokenizer piece at a time, and the count of each short piece is
+//! remembered per thread ([`PieceCounts`]): agent sessions repeat the same words, paths and
+//! punctuation so often that most pieces are a lookup instead of an encoding (which also
+//! allocates twice per piece).
 
 use super::TokenCounter;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::thread::LocalKey;
+use xxhash_rust::xxh3::Xxh3Builder;
+
+/// Pieces longer than this are encoded every time: they are rare, and keeping them would
+/// cost more memory than it saves.
+const MAX_PIECE_BYTES: usize = 32;
+
+/// A thread's cache starts over when it holds this many pieces (a few MB), so that a
+/// long-running program's memory stays bounded.
+const MAX_PIECES: usize = 1 << 16;
+
+/// The counts of the pieces one thread has encoded with one vocabulary.
+#[derive(Default)]
+struct PieceCounts {
+    counts: HashMap<Box<str>, u32, Xxh3Builder>,
+}
+
+thread_local! {
+    static O200K_PIECES: RefCell<PieceCounts> = RefCell::default();
+    static CL100K_PIECES: RefCell<PieceCounts> = RefCell::default();
+}
+
+/// The count of `text` with `tokenizer`: the sum over its pieces, the short ones looked up
+/// in `pieces` (and added to it on a miss). The same as `tokenizer.count(text)`.
+fn count(tokenizer: &bpe_openai::Tokenizer, pieces: &'static LocalKey<RefCell<PieceCounts>>, text: &str) -> u64 {
+    pieces.with_borrow_mut(|pieces| {
+        tokenizer
+            .split(text)
+            .map(|piece| {
+                if piece.len() > MAX_PIECE_BYTES {
+                    return tokenizer.bpe.count(piece.as_bytes()) as u64;
+                }
+                if let Some(&count) = pieces.counts.get(piece) {
+                    return u64::from(count);
+                }
+                let count = tokenizer.bpe.count(piece.as_bytes());
+                if pieces.counts.len() >= MAX_PIECES {
+                    pieces.counts.clear();
+                }
+                // A piece of at most MAX_PIECE_BYTES bytes has at most that many tokens.
+                pieces.counts.insert(piece.into(), count as u32);
+                count as u64
+            })
+            .sum()
+    })
+}
 
 /// Exact token counts with the `o200k_base` vocabulary (GPT-4o, o-series and later).
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,7 +78,7 @@ impl TokenCounter for O200k {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        bpe_openai::o200k_base().count(text) as u64
+        count(bpe_openai::o200k_base(), &O200K_PIECES, text)
     }
 }
 
@@ -35,7 +88,7 @@ impl TokenCounter for Cl100k {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        bpe_openai::cl100k_base().count(text) as u64
+        count(bpe_openai::cl100k_base(), &CL100K_PIECES, text)
     }
 }
 
@@ -49,6 +102,17 @@ mod tests {
         assert_eq!(O200k.count_text("héllo wörld"), 5);
         assert_eq!(Cl100k.count_text("héllo wörld"), 6);
         assert_eq!(O200k.count_text("<|endoftext|> special-looking text"), 10);
+    }
+
+    #[test]
+    fn remembered_pieces_count_as_encoded_ones() {
+        let text = "fn main() {\n    println!(\"héllo\");\n}\n    \n\t// 12345 ünïcödé 🦀🦀 done.\n";
+        for _ in 0..3 {
+            assert_eq!(O200k.count_text(text), bpe_openai::o200k_base().count(text) as u64);
+            assert_eq!(Cl100k.count_text(text), bpe_openai::cl100k_base().count(text) as u64);
+        }
+        let long_piece = "x".repeat(MAX_PIECE_BYTES * 4);
+        assert_eq!(O200k.count_text(&long_piece), bpe_openai::o200k_base().count(&*long_piece) as u64);
     }
 
     #[test]

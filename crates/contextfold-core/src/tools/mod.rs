@@ -18,6 +18,7 @@ use std::str::FromStr;
 /// Which agent family's tool names to recognise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Preset {
     /// All of the below.
     #[default]
@@ -34,10 +35,15 @@ pub enum Preset {
     Generic,
 }
 
-impl FromStr for Preset {
-    type Err = String;
+/// A preset name that is not one of [`Preset`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown preset `{0}` (expected auto, claude-code, codex, openhands, swe-agent or generic)")]
+pub struct UnknownPreset(pub String);
 
-    fn from_str(name: &str) -> Result<Preset, String> {
+impl FromStr for Preset {
+    type Err = UnknownPreset;
+
+    fn from_str(name: &str) -> Result<Preset, UnknownPreset> {
         match name {
             "auto" => Ok(Preset::Auto),
             "claude-code" => Ok(Preset::ClaudeCode),
@@ -45,9 +51,7 @@ impl FromStr for Preset {
             "openhands" => Ok(Preset::OpenHands),
             "swe-agent" => Ok(Preset::SweAgent),
             "generic" => Ok(Preset::Generic),
-            other => Err(format!(
-                "unknown preset `{other}` (expected auto, claude-code, codex, openhands, swe-agent or generic)"
-            )),
+            other => Err(UnknownPreset(other.to_owned())),
         }
     }
 }
@@ -55,6 +59,7 @@ impl FromStr for Preset {
 /// What a tool call does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ActionKind {
     /// Reads a file (or part of one).
     FileRead,
@@ -299,6 +304,15 @@ mod tests {
             (kind, target, range),
             "{name} {input}"
         );
+    }
+
+    #[test]
+    fn preset_names_parse_and_others_are_named() {
+        assert_eq!("swe-agent".parse(), Ok(Preset::SweAgent));
+        assert_eq!("auto".parse(), Ok(Preset::Auto));
+        let err = "claude_code".parse::<Preset>().unwrap_err();
+        assert_eq!(err, UnknownPreset("claude_code".into()));
+        assert!(err.to_string().starts_with("unknown preset `claude_code` (expected auto, claude-code,"), "{err}");
     }
 
     #[test]

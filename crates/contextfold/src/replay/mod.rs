@@ -15,7 +15,7 @@
 //! Each strategy is replayed as if it ran alone: it gets its own copy of the compactor with
 //! an empty summary cache, so no strategy is served summaries another one paid for. A call
 //! costs what changed: a strategy's step says how many messages of its previous request it
-//! kept and what follows them, and the request is updated in place ([`request`]).
+//! kept and what follows them, and the request is updated in place (module `request`).
 
 mod extract_probes;
 mod probe_set;
@@ -49,7 +49,7 @@ pub struct Price {
 
 impl Price {
     /// A preset (`sonnet`, `haiku`, `opus`: current Claude list prices) or `IN,OUT`.
-    pub fn parse(text: &str) -> Result<Price, String> {
+    pub fn parse(text: &str) -> Result<Price, InvalidPrice> {
         match text {
             "sonnet" => Ok(Price { input: 3.0, output: 15.0 }),
             "haiku" => Ok(Price { input: 1.0, output: 5.0 }),
@@ -60,14 +60,40 @@ impl Price {
                 });
                 match parsed {
                     Some((input, output)) if input >= 0.0 && output >= 0.0 => Ok(Price { input, output }),
-                    _ => Err(format!(
-                        "`{custom}` is not a price: use sonnet, haiku, opus or IN,OUT (dollars per million tokens)"
-                    )),
+                    _ => Err(InvalidPrice(custom.to_owned())),
                 }
             }
         }
     }
 }
+
+/// A price that is neither a preset nor two non-negative numbers `IN,OUT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a price: use sonnet, haiku, opus or IN,OUT (dollars per million tokens)")]
+pub struct InvalidPrice(pub String);
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// A strategy name that [`strategies::STRATEGIES`] does not list.
+    #[error("unknown strategy `{0}` (expected one of {list})", list = strategies::STRATEGIES.join(", "))]
+    UnknownStrategy(String),
+    /// The caller's `on_call` of [`replay_with`] failed on this call.
+    #[error("call {call} of strategy `{strategy}` could not be handed on")]
+    Call {
+        /// The strategy.
+        strategy: String,
+        /// The index of the assistant message the call produced.
+        call: usize,
+        /// What `on_call` returned.
+        #[source]
+        source: CallError,
+    },
+}
+
+/// What the `on_call` of [`replay_with`] may fail with.
+pub type CallError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How to replay.
 #[derive(Clone)]
@@ -248,7 +274,7 @@ pub fn relate_to_none(results: &mut [StrategyResult]) {
 }
 
 /// Replays `conversation` with every strategy of `config`.
-pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Result<Vec<StrategyResult>, String> {
+pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Result<Vec<StrategyResult>, ReplayError> {
     replay_with(conversation, config, &mut |_| Ok(())).await
 }
 
@@ -257,8 +283,8 @@ pub async fn replay(conversation: &Conversation, config: &ReplayConfig) -> Resul
 pub async fn replay_with(
     conversation: &Conversation,
     config: &ReplayConfig,
-    on_call: &mut (dyn FnMut(&CallRecord) -> Result<(), String> + Send),
-) -> Result<Vec<StrategyResult>, String> {
+    on_call: &mut (dyn FnMut(&CallRecord) -> Result<(), CallError> + Send),
+) -> Result<Vec<StrategyResult>, ReplayError> {
     let fixed = conversation.system.as_ref().map_or(0, |system| count_system(config.counter, system))
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(config.counter, tools));
     let usable = config.window.saturating_sub(config.reserve);
@@ -282,9 +308,7 @@ pub async fn replay_with(
             trigger: config.trigger,
             target: config.target,
         };
-        let mut strategy = strategy(name, &setting).ok_or_else(|| {
-            format!("unknown strategy `{name}` (expected one of {})", strategies::STRATEGIES.join(", "))
-        })?;
+        let mut strategy = strategy(name, &setting).ok_or_else(|| ReplayError::UnknownStrategy(name.clone()))?;
         let mut result = StrategyResult { strategy: name.clone(), ..StrategyResult::default() };
         let (mut independent, mut extracted) = (Tally::default(), Tally::default());
         let mut request = Request::default();
@@ -327,7 +351,8 @@ pub async fn replay_with(
                 summarizer_calls: step.summarizer_calls,
                 summarizer_input_tokens: step.summarizer_usage.input_tokens,
                 summarizer_output_tokens: step.summarizer_usage.output_tokens,
-            })?;
+            })
+            .map_err(|source| ReplayError::Call { strategy: name.clone(), call, source })?;
             if let Some(progress) = &config.progress {
                 progress();
             }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 /// A store's place: a file (the SQLite store) or a PostgreSQL database.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum StoreLocation {
     /// A SQLite file.
     File(PathBuf),

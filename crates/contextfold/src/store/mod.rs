@@ -26,8 +26,8 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, PostgresUrl, POSTGRES_SCHEMA_VERSION};
 pub use recall_tool::{
-    handle_recall, recall_tool_definition, RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS,
-    RECALL_TOOL_NAME,
+    handle_recall, recall_tool_definition, RecallInputError, RecallOutput, RecallRequest, HITS_PER_PAGE,
+    MAX_RECALL_CHARS, RECALL_TOOL_NAME,
 };
 pub use record::{Origin, StoredCompaction};
 #[cfg(feature = "sqlite")]
@@ -335,7 +335,7 @@ pub trait SessionStore: Send + Sync {
     /// The summaries of a session, oldest first.
     fn summaries(&self, session: &str) -> Result<Vec<Summary>, StoreError>;
 
-    /// Stores a compaction report (the JSON of a [`CompactionReport`]).
+    /// Stores a compaction report (the JSON of a [`CompactionReport`](crate::CompactionReport)).
     fn put_report(&self, session: &str, report: &Value) -> Result<(), StoreError>;
 
     /// The reports of a session, oldest first.

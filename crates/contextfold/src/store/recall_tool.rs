@@ -99,28 +99,59 @@ pub enum RecallRequest {
     },
 }
 
+/// Why a recall tool input was refused; each message is a sentence for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecallInputError {
+    /// A string input that is not JSON.
+    #[error("the input is not a JSON object ({0}); send {{\"ref\": \"cf-…\"}}")]
+    NotJson(String),
+    /// An input that is not an object.
+    #[error("the input must be an object with `ref` or `query`")]
+    NotObject,
+    /// `ref` or `query` holding only white space.
+    #[error("`{0}` is empty")]
+    Empty(&'static str),
+    /// `ref` or `query` holding something else than a string (shown as JSON).
+    #[error("`{key}` must be a string, not {value}")]
+    NotText {
+        /// The field.
+        key: &'static str,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// A page that is not a whole number from 1 (shown as JSON).
+    #[error("`page` must be a whole number from 1, not {0}")]
+    BadPage(String),
+    /// Both `ref` and `query`.
+    #[error("give either `ref` or `query`, not both")]
+    Both,
+    /// Neither `ref` nor `query`.
+    #[error("give `ref` (a cf-… ref from a pointer) or `query` (words to search for)")]
+    Neither,
+}
+
 impl RecallRequest {
     /// Reads a call's input: an object, or (as OpenAI sends `arguments`) its JSON text.
-    /// The error is a sentence for the model.
-    pub fn parse(input: &Value) -> Result<RecallRequest, String> {
+    pub fn parse(input: &Value) -> Result<RecallRequest, RecallInputError> {
         let parsed;
         let input = match input {
             Value::String(text) => {
-                parsed = serde_json::from_str::<Value>(text)
-                    .map_err(|err| format!("the input is not a JSON object ({err}); send {{\"ref\": \"cf-…\"}}"))?;
+                parsed =
+                    serde_json::from_str::<Value>(text).map_err(|err| RecallInputError::NotJson(err.to_string()))?;
                 &parsed
             }
             other => other,
         };
         let Value::Object(fields) = input else {
-            return Err("the input must be an object with `ref` or `query`".into());
+            return Err(RecallInputError::NotObject);
         };
-        let text = |key: &str| -> Result<Option<String>, String> {
+        let text = |key: &'static str| -> Result<Option<String>, RecallInputError> {
             match fields.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::String(text)) if text.trim().is_empty() => Err(format!("`{key}` is empty")),
+                Some(Value::String(text)) if text.trim().is_empty() => Err(RecallInputError::Empty(key)),
                 Some(Value::String(text)) => Ok(Some(text.trim().to_string())),
-                Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+                Some(other) => Err(RecallInputError::NotText { key, value: other.to_string() }),
             }
         };
         let page = match fields.get("page") {
@@ -133,15 +164,15 @@ impl RecallRequest {
                 };
                 match number.and_then(|number| usize::try_from(number).ok()) {
                     Some(page) if page >= 1 => page,
-                    _ => return Err(format!("`page` must be a whole number from 1, not {value}")),
+                    _ => return Err(RecallInputError::BadPage(value.to_string())),
                 }
             }
         };
         match (text("ref")?, text("query")?) {
             (Some(reference), None) => Ok(RecallRequest::Ref { reference, page }),
             (None, Some(query)) => Ok(RecallRequest::Query { query, page }),
-            (Some(_), Some(_)) => Err("give either `ref` or `query`, not both".into()),
-            (None, None) => Err("give `ref` (a cf-… ref from a pointer) or `query` (words to search for)".into()),
+            (Some(_), Some(_)) => Err(RecallInputError::Both),
+            (None, None) => Err(RecallInputError::Neither),
         }
     }
 }
@@ -181,7 +212,7 @@ pub fn handle_recall(store: &dyn SessionStore, session: &str, input: &Value) -> 
     match RecallRequest::parse(input) {
         Ok(RecallRequest::Ref { reference, page }) => recall_ref(store, &reference, page),
         Ok(RecallRequest::Query { query, page }) => recall_query(store, session, &query, page),
-        Err(message) => RecallOutput::error(&message),
+        Err(err) => RecallOutput::error(&err.to_string()),
     }
 }
 
@@ -329,18 +360,20 @@ mod tests {
             parse(json!("{\"query\": \"panic\", \"page\": \"2\"}")),
             Ok(RecallRequest::Query { query: "panic".into(), page: 2 })
         );
-        for bad in [
-            json!({}),
-            json!([]),
-            json!("not json"),
-            json!({"ref": "cf-1", "query": "x"}),
-            json!({"ref": 7}),
-            json!({"ref": "  "}),
-            json!({"ref": "cf-1", "page": 0}),
-            json!({"ref": "cf-1", "page": -1}),
-            json!({"ref": "cf-1", "page": 1.5}),
+        for (bad, expected) in [
+            (json!({}), RecallInputError::Neither),
+            (json!([]), RecallInputError::NotObject),
+            (json!({"ref": "cf-1", "query": "x"}), RecallInputError::Both),
+            (json!({"ref": 7}), RecallInputError::NotText { key: "ref", value: "7".into() }),
+            (json!({"ref": "  "}), RecallInputError::Empty("ref")),
+            (json!({"ref": "cf-1", "page": 0}), RecallInputError::BadPage("0".into())),
+            (json!({"ref": "cf-1", "page": -1}), RecallInputError::BadPage("-1".into())),
+            (json!({"ref": "cf-1", "page": 1.5}), RecallInputError::BadPage("1.5".into())),
         ] {
-            assert!(parse(bad.clone()).is_err(), "{bad}");
+            assert_eq!(parse(bad.clone()), Err(expected), "{bad}");
         }
+        let not_json = parse(json!("not json")).unwrap_err();
+        assert!(matches!(not_json, RecallInputError::NotJson(_)), "{not_json:?}");
+        assert!(not_json.to_string().ends_with(r#"; send {"ref": "cf-…"}"#), "{not_json}");
     }
 }

@@ -10,7 +10,7 @@
 
 use super::{Appended, Payload, SessionStore, StoreError, Summary};
 use crate::redact::Redactor;
-use contextfold_core::format::{Format, Layout};
+use contextfold_core::format::{Format, Layout, UnknownFormat};
 use contextfold_core::{Conversation, Message};
 use serde_json::{json, Value};
 
@@ -55,7 +55,7 @@ impl Origin {
             .as_str()
             .ok_or_else(|| corrupt("no format"))?
             .parse()
-            .map_err(|err: String| corrupt(&err))?;
+            .map_err(|err: UnknownFormat| corrupt(&err.to_string()))?;
         let layout = match meta["layout"].as_str() {
             Some("array") => Layout::Array,
             Some("object") => Layout::Object,

@@ -5,7 +5,7 @@ use contextfold::compactor::Compactor;
 use contextfold::core::tokens::{count_conversation, Tokenizer};
 use contextfold::core::{validate, Conversation, Role};
 use contextfold::replay::strategies::{strategy, Setting, STRATEGIES};
-use contextfold::replay::{replay, Price, ReplayConfig};
+use contextfold::replay::{replay, replay_with, InvalidPrice, Price, ReplayConfig, ReplayError};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -132,8 +132,42 @@ fn a_small_window_is_compacted_and_probes_are_checked() {
 fn prices() {
     assert_eq!(Price::parse("haiku").unwrap(), Price { input: 1.0, output: 5.0 });
     assert_eq!(Price::parse("2.5, 10").unwrap(), Price { input: 2.5, output: 10.0 });
-    assert!(Price::parse("cheap").is_err());
-    assert!(Price::parse("-1,2").is_err());
+    assert_eq!(Price::parse("cheap"), Err(InvalidPrice("cheap".into())));
+    assert_eq!(Price::parse("-1,2"), Err(InvalidPrice("-1,2".into())));
+    assert_eq!(Price::parse("1,"), Err(InvalidPrice("1,".into())));
+    assert_eq!(
+        InvalidPrice("cheap".into()).to_string(),
+        "`cheap` is not a price: use sonnet, haiku, opus or IN,OUT (dollars per million tokens)"
+    );
+}
+
+#[test]
+fn an_unknown_strategy_is_named() {
+    let mut config = config(4_000, true);
+    config.strategies = vec!["none".into(), "fold-everything".into()];
+    let err = runtime().block_on(replay(&example(), &config)).unwrap_err();
+    assert!(matches!(&err, ReplayError::UnknownStrategy(name) if name == "fold-everything"), "{err:?}");
+    assert!(err.to_string().starts_with("unknown strategy `fold-everything` (expected one of none,"), "{err}");
+}
+
+#[test]
+fn a_failing_call_handler_stops_the_replay_at_its_call() {
+    let mut config = config(4_000, true);
+    config.strategies = vec!["contextfold".into()];
+    let mut seen = 0;
+    let err = runtime()
+        .block_on(replay_with(&example(), &config, &mut |call| {
+            seen += 1;
+            if seen == 2 {
+                return Err(format!("disk full at call {}", call.i).into());
+            }
+            Ok(())
+        }))
+        .unwrap_err();
+    let ReplayError::Call { strategy, call, source } = &err else { panic!("{err:?}") };
+    assert_eq!((strategy.as_str(), seen), ("contextfold", 2));
+    assert_eq!(source.to_string(), format!("disk full at call {call}"));
+    assert_eq!(std::error::Error::source(&err).map(ToString::to_string), Some(source.to_string()));
 }
 
 /// A step's change (messages kept, messages appended) rebuilds exactly the request the
