@@ -29,6 +29,36 @@ fn write(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_vec(value).expect("JSON")).expect("write");
 }
 
+/// `compact`'s budgets that hold nothing are usage errors of `plan` and `replay` too: they
+/// planned "a budget of 0" and replayed every call as an overflow.
+#[test]
+fn hardening_1_plan_and_replay_refuse_budgets_that_hold_nothing() {
+    let session = fixture(SESSION);
+    for (args, says) in [
+        (&["plan", "--budget", "0"][..], "a budget of 0 tokens"),
+        (&["plan", "--window", "0"], "a window of 0 tokens"),
+        (
+            &["plan", "--window", "20k", "--reserve", "30k"],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
+        (&["replay", "--window", "0"], "a window of 0 tokens"),
+        (
+            &["replay", "--window", "20k", "--reserve", "30k"],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
+        // replay's default reserve is 4,000: a window of 3,000 needs a smaller one.
+        (&["replay", "--window", "16k,3000"], "reserve of 4000 tokens leaves nothing of the 3000-token window"),
+    ] {
+        let mut words = args.to_vec();
+        words.insert(1, &session);
+        let run = contextfold(&words);
+        fails_once(&run, &[says]);
+        assert!(run.stdout.is_empty(), "{words:?}: {}", run.stdout);
+    }
+    let run = contextfold(&["replay", &session, "--window", "3000", "--reserve", "500", "--strategies", "none"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
 /// An Anthropic request with what OpenAI cannot carry: signatures, an error flag.
 fn lossy_request() -> Value {
     value!({"system": "sys", "messages": [
