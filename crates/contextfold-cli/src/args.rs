@@ -207,13 +207,19 @@ so is a request with the header `x-contextfold: off`.
 The window is --window, else the model's (a table of current Claude and OpenAI models; 1m
 for Sonnet 4 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
 
+Each conversation's compactions (its history, every removed payload, the summaries and
+reports) are kept in the store: --store PATH|URL, else the one CONTEXTFOLD_STORE_URL names,
+else .contextfold/store.db; read it with contextfold sessions, recall and search. Secrets are
+masked in what is stored unless --no-redact. --no-store keeps everything in memory.
+
 One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.
 Ctrl-C or SIGTERM stops accepting, waits for the requests in flight, and exits 0.
 
 Exit codes:
   0  stopped by Ctrl-C or SIGTERM
-  2  usage error, an address it may not or cannot listen on, an unusable upstream";
+  2  usage error, an address it may not or cannot listen on, an unusable upstream, a store
+     that cannot be opened";
 
 /// Which summarizer, and how to reach an LLM one.
 #[derive(Debug, Args)]
@@ -768,15 +774,16 @@ pub struct ServeArgs {
     pub strategy: Strategy,
     #[command(flatten)]
     pub llm: LlmArgs,
-    /// Send an LLM summarizer secrets as they are; by default keys, tokens and passwords in
-    /// what it is sent are masked.
+    /// Send and store secrets as they are. By default keys, tokens and passwords are masked
+    /// in the store and in what an LLM summarizer is sent.
     #[arg(long)]
     pub no_redact: bool,
-    /// Keep conversation state in this store [default path: .contextfold/store.db]. Not
-    /// used yet: state is held in memory, and a restart starts every conversation afresh.
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = DEFAULT_STORE, conflicts_with = "no_store")]
-    pub store: Option<PathBuf>,
-    /// Keep conversation state in memory only.
+    /// Keep each conversation's history, removed payloads, summaries and reports in this
+    /// store: a SQLite file, or a PostgreSQL database as postgres://user@host/db [default:
+    /// $CONTEXTFOLD_STORE_URL, else .contextfold/store.db].
+    #[arg(long, value_name = "PATH|URL", num_args = 0..=1, conflicts_with = "no_store")]
+    pub store: Option<Option<PathBuf>>,
+    /// Keep conversation state in memory only: nothing is stored.
     #[arg(long)]
     pub no_store: bool,
     /// The largest request body accepted, in bytes (larger ones get a 413).
@@ -904,7 +911,14 @@ mod tests {
             Ok(Command::Serve(serve)) => {
                 assert_eq!(serve.window, Some(1_000_000));
                 assert_eq!(serve.log_format, contextfold_serve::LogFormat::Json);
-                assert_eq!(serve.store.as_deref(), Some(std::path::Path::new(DEFAULT_STORE)));
+                assert_eq!(serve.store, Some(None), "the default store");
+            }
+            other => panic!("{other:?}"),
+        }
+        let url = Cli::try_parse_from(["contextfold", "serve", "--store=postgres://ada@db/agents"]);
+        match url.map(|cli| cli.command) {
+            Ok(Command::Serve(serve)) => {
+                assert_eq!(serve.store, Some(Some(std::path::PathBuf::from("postgres://ada@db/agents"))));
             }
             other => panic!("{other:?}"),
         }

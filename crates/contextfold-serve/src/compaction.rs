@@ -12,10 +12,13 @@
 //! call until the next one, which keeps the provider's prompt cache warm.
 
 use crate::body::join_messages;
+use crate::state::Record;
+use crate::store::{named, ProxyStore};
 use crate::usage::Dialect;
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::store::{Put, SessionId, StoredState};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
 use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
@@ -133,27 +136,106 @@ pub struct ConversationState {
     calls: u64,
     /// Whether the last request prepared compacted.
     compacted: bool,
+    /// What configured the middleware, for the store's record.
+    window: u64,
+    frame: Value,
+    /// The store session its compactions go to.
+    session: Option<SessionId>,
+    /// The version of the stored state this one is (0: none stored).
+    version: u64,
 }
 
 impl ConversationState {
-    /// The state of a conversation that starts with `request`.
-    fn new(settings: &Settings, request: &Request<'_>) -> ConversationState {
-        let window = settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
+    /// A state with `window`, `system` and `tools`: its middleware made by `middleware` from
+    /// the compactor (keeping compactions in `session`) and the configuration.
+    fn build<E>(
+        settings: &Settings,
+        store: Option<&ProxyStore>,
+        session: Option<SessionId>,
+        (window, system, tools): (u64, Option<System>, Option<Vec<Value>>),
+        middleware: impl FnOnce(Compactor, MiddlewareConfig) -> Result<CompactionMiddleware, E>,
+    ) -> Result<ConversationState, E> {
+        let mut compactor = settings.compactor.clone();
+        if let (Some(store), Some(session)) = (store, &session) {
+            compactor = compactor.with_store(store.sessions(), session.clone());
+        }
+        let counter = settings.compactor.counter();
+        let fixed_tokens = system.as_ref().map_or(0, |system| count_system(counter, system))
+            + tools.as_deref().map_or(0, |tools| count_tools(counter, tools));
+        let frame = Record::frame(system.as_ref(), tools.as_deref());
         let mut config = MiddlewareConfig::new(window, settings.reserve);
-        config.system = request.system.cloned();
-        config.tools = request.tools.map(<[Value]>::to_vec);
+        config.system = system;
+        config.tools = tools;
         config.compact.target = Target::Window { window, reserve: settings.reserve, fraction: settings.target };
         config.compact.strategy = settings.strategy;
-        let counter = settings.compactor.counter();
-        let fixed_tokens = request.system.map_or(0, |system| count_system(counter, system))
-            + request.tools.map_or(0, |tools| count_tools(counter, tools));
-        ConversationState {
-            middleware: CompactionMiddleware::new(settings.compactor.clone(), config),
+        Ok(ConversationState {
+            middleware: middleware(compactor, config)?,
             client: TokenLedger::shared(settings.compactor.shared_counter()),
             fixed_tokens,
             calls: 0,
             compacted: false,
+            window,
+            frame,
+            session,
+            version: 0,
+        })
+    }
+
+    /// The state of a conversation that starts with `request`; with a `store`, its
+    /// compactions are kept there in a new session called `name`.
+    async fn new(place: Place<'_>, request: &Request<'_>) -> ConversationState {
+        let mut session = None;
+        if let Some(store) = place.store {
+            match store.create_session(place.name.to_string()).await {
+                Ok(created) => session = Some(created),
+                Err(err) => tracing::warn!(
+                    error = %named(store.location(), &err),
+                    "contextfold serve: this conversation's compactions will not be stored"
+                ),
+            }
         }
+        let window = place.settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
+        let shape = (window, request.system.cloned(), request.tools.map(<[Value]>::to_vec));
+        let fresh = |compactor, config| Ok::<_, std::convert::Infallible>(CompactionMiddleware::new(compactor, config));
+        match ConversationState::build(place.settings, place.store, session, shape, fresh) {
+            Ok(state) => state,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The state the store holds as `stored`.
+    fn restore(settings: &Settings, store: &ProxyStore, stored: &StoredState) -> Result<ConversationState, String> {
+        let record = Record::from_bytes(&stored.bytes)?;
+        let (system, tools) = record.system_and_tools()?;
+        let restore = |compactor, config| {
+            CompactionMiddleware::restore(compactor, config, record.middleware).map_err(|err| err.to_string())
+        };
+        let mut state =
+            ConversationState::build(settings, Some(store), record.session, (record.window, system, tools), restore)?;
+        state.version = stored.version;
+        Ok(state)
+    }
+
+    /// The record of this state, for the store.
+    async fn record(&self) -> Result<Vec<u8>, String> {
+        let record = Record {
+            session: self.session.clone(),
+            window: self.window,
+            frame: self.frame.clone(),
+            middleware: self.middleware.snapshot().await,
+        };
+        record.to_bytes()
+    }
+
+    /// Writes this state over the version it came from; `Moved` when another replica wrote
+    /// first.
+    pub async fn save(&mut self, store: &ProxyStore, key: &str) -> Result<Put, String> {
+        let bytes = self.record().await?;
+        let put = store.save(key, self.version, bytes).await.map_err(|err| named(store.location(), &err))?;
+        if let Put::Written(version) = put {
+            self.version = version;
+        }
+        Ok(put)
     }
 
     /// The number of the request last prepared.
@@ -163,21 +245,111 @@ impl ConversationState {
 
     /// Calibrates the estimate with the provider's count of the input tokens of request
     /// `call`, when it is still the last one prepared and it did not compact (the
-    /// middleware compares the count with the estimate it made before compacting).
-    pub fn observe_usage(&self, call: u64, input_tokens: u64) {
-        if call == self.calls && !self.compacted {
+    /// middleware compares the count with the estimate it made before compacting); returns
+    /// whether it did.
+    pub fn observe_usage(&self, call: u64, input_tokens: u64) -> bool {
+        let applies = call == self.calls && !self.compacted && input_tokens > 0;
+        if applies {
             self.middleware.observe_usage(input_tokens);
+        }
+        applies
+    }
+}
+
+/// Where a conversation is, for its state.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    /// How conversations are compacted.
+    pub settings: &'a Settings,
+    /// The store, when there is one.
+    pub store: Option<&'a ProxyStore>,
+    /// The name of the conversation's session in the store.
+    pub name: &'a str,
+    /// The key of its state in the store.
+    pub key: &'a str,
+}
+
+/// Brings `slot` up to the store's version of the conversation: kept when it is that
+/// version, read from the store when another process wrote a newer one.
+async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore) {
+    let version = match store.version(place.key).await {
+        Ok(version) => version,
+        Err(err) => {
+            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: going on from memory");
+            return;
+        }
+    };
+    let held = slot.as_ref().map_or(0, |state| state.version);
+    if version == 0 || version == held {
+        return;
+    }
+    let restored = match store.load(place.key).await {
+        Ok(Some(stored)) => ConversationState::restore(place.settings, store, &stored),
+        Ok(None) => return,
+        Err(err) => Err(named(store.location(), &err)),
+    };
+    match restored {
+        Ok(state) => *slot = Some(state),
+        Err(why) => tracing::warn!(error = %why, "contextfold serve: the stored conversation state is not usable"),
+    }
+}
+
+/// How often a request is prepared again when another replica wrote the conversation's state
+/// first (only where the store cannot lock, replicas on one SQLite file).
+const ATTEMPTS: usize = 3;
+
+/// Decides what to send for `request`, with the conversation's state in `slot` (created
+/// on its first request, or read from the store when another process went on with it).
+pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
+    let Some(store) = place.store else { return prepare_once(slot, place, request).await };
+    let _lock = match store.lock(place.key).await {
+        Ok(lock) => Some(lock),
+        Err(err) => {
+            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: preparing without the lock");
+            None
+        }
+    };
+    let mut attempt = 1;
+    loop {
+        refresh(slot, place, store).await;
+        let fresh = slot.is_none();
+        let outcome = prepare_once(slot, place, request).await;
+        let Some(state) = slot.as_mut() else { return outcome };
+        match state.save(store, place.key).await {
+            Ok(Put::Written(_)) => return outcome,
+            Ok(Put::Moved(_)) if attempt < ATTEMPTS => {
+                if let (true, Some(session)) = (fresh, state.session.clone()) {
+                    let _ = store.delete_session(session).await;
+                }
+                *slot = None;
+                attempt += 1;
+            }
+            Ok(Put::Moved(_)) => {
+                // Sent as prepared; the next request reads the store's state again.
+                state.version = 0;
+                return outcome;
+            }
+            Err(why) => {
+                tracing::warn!(error = %why, "contextfold serve: the conversation's state was not stored");
+                return outcome;
+            }
         }
     }
 }
 
-/// Decides what to send for `request`, with the conversation's state in `slot` (created
-/// on its first request).
-pub async fn prepare(slot: &mut Option<ConversationState>, settings: &Settings, request: &Request<'_>) -> Outcome {
-    let state = slot.get_or_insert_with(|| ConversationState::new(settings, request));
+/// Decides what to send for `request` with the state in `slot`.
+async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
+    let state = match slot.take() {
+        Some(state) => state,
+        None => ConversationState::new(place, request).await,
+    };
+    let state = slot.insert(state);
     state.calls += 1;
     let prepared = state.middleware.prepare(request.messages, &[]).await;
-    let compaction = prepared.event.as_ref().map(|event| event.strategy.to_string());
+    let compaction = prepared.event.as_ref().map(|event| match &event.store_error {
+        Some(error) => format!("{}; not stored: {error}", event.strategy),
+        None => event.strategy.to_string(),
+    });
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
     let kept = kept_tail(&sent, request.messages);

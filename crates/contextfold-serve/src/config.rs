@@ -2,8 +2,8 @@
 
 use contextfold::compactor::{Compactor, Strategy};
 use contextfold::middleware::DEFAULT_TARGET;
+use contextfold::store::StoreLocation;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where the proxy listens by default.
@@ -83,9 +83,9 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// Conversations whose state is held at once; the least recently used goes first.
     pub max_sessions: usize,
-    /// The store named on the command line. Conversation state is held in memory only for
-    /// now: the path is checked and reported, not yet written.
-    pub store: Option<PathBuf>,
+    /// The store (a SQLite file or a PostgreSQL database) each conversation's compactions
+    /// are kept in; `None` keeps state in memory only. Opened once, when the proxy binds.
+    pub store: Option<StoreLocation>,
     /// How the per-request log lines are written.
     pub log_format: LogFormat,
 }
@@ -107,7 +107,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("upstream_timeout", &self.upstream_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_sessions", &self.max_sessions)
-            .field("store", &self.store)
+            .field("store", &self.store.as_ref().map(ToString::to_string))
             .field("log_format", &self.log_format)
             .finish()
     }

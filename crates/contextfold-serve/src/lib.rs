@@ -48,6 +48,8 @@ mod proxy;
 mod relay;
 mod route;
 mod session;
+mod state;
+mod store;
 mod usage;
 pub mod window;
 
@@ -75,6 +77,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] store::OpenError),
     /// The server failed while running.
     #[error("the server stopped: {0}")]
     Serve(std::io::Error),
@@ -159,6 +164,10 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+        let store = match config.store.clone() {
+            Some(location) => Some(store::ProxyStore::open(location).await?),
+            None => None,
+        };
         let app = proxy::App {
             upstream,
             openai,
@@ -170,6 +179,7 @@ impl Proxy {
                 strategy: config.strategy,
             },
             conversations: conversations::Conversations::new(config.max_sessions),
+            store,
             token: config.auth_token.clone(),
             max_body: config.max_body,
             idle_timeout: config.idle_timeout,
@@ -192,6 +202,12 @@ impl Proxy {
     /// The upstream OpenAI requests go to, as shown in log lines.
     pub fn upstream_openai(&self) -> &str {
         self.app.openai.shown()
+    }
+
+    /// Where conversations' compactions are kept (a path, or a URL without its password);
+    /// `None` when state is held in memory only.
+    pub fn store(&self) -> Option<String> {
+        self.app.store.as_ref().map(|store| store.location().to_string())
     }
 
     /// What the proxy has done so far.

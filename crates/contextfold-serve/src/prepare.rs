@@ -5,7 +5,7 @@
 //! [`Identity`].
 
 use crate::body::{BodyError, RequestBody};
-use crate::compaction::{self, ConversationState, Outcome, Request};
+use crate::compaction::{self, ConversationState, Outcome, Place, Request};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
 use crate::proxy::App;
@@ -61,15 +61,24 @@ pub async fn compact(
     log.conversation = Some(identity.short_conversation());
     let slot = app.conversations.slot(identity.conversation);
     app.stats.set_conversations(app.conversations.len());
+    let name = format!("serve {} {}", identity.session, identity.short_conversation());
+    let key = crate::state::key(identity.conversation);
+    let place = Place { settings: &app.settings, store: app.store.as_ref(), name: &name, key: &key };
     let (outcome, call) = {
         let mut state = slot.lock().await;
-        let outcome = compaction::prepare(&mut state, &app.settings, &request).await;
+        let outcome = compaction::prepare(&mut state, place, &request).await;
         (outcome, state.as_ref().map_or(0, ConversationState::calls))
     };
+    let store = app.store.clone();
     let report: OnUsage = Box::new(move |tokens| {
         tokio::spawn(async move {
-            if let Some(state) = slot.lock().await.as_ref() {
-                state.observe_usage(call, tokens);
+            let mut guard = slot.lock().await;
+            let Some(state) = guard.as_mut() else { return };
+            // The calibration reaches the store too, unless another replica went on first.
+            if state.observe_usage(call, tokens) {
+                if let Some(store) = &store {
+                    let _ = state.save(store, &key).await;
+                }
             }
         });
     });

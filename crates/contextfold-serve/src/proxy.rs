@@ -19,6 +19,7 @@ use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
 use crate::session::identify;
+use crate::store::ProxyStore;
 use crate::Stats;
 use axum::body::Body;
 use axum::extract::State;
@@ -41,6 +42,8 @@ pub struct App {
     pub settings: Settings,
     /// Each conversation's state.
     pub conversations: Conversations<ConversationState>,
+    /// Where each conversation's compactions are kept, when anywhere.
+    pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.
     pub token: Option<String>,
     /// The largest body accepted.

@@ -16,7 +16,12 @@ const TOKEN_VARIABLE: &str = "CONTEXTFOLD_AUTH_TOKEN";
 impl ServeArgs {
     fn config(&self) -> anyhow::Result<ServeConfig> {
         let compactor = compactor(&self.llm).context("cannot set up the summarizer")?;
-        let redact = compactor.summarizer().is_some() && !self.no_redact;
+        let store = match &self.store {
+            _ if self.no_store => None,
+            Some(given) => Some(super::store::location(given.as_deref())?),
+            None => Some(super::store::location(None)?),
+        };
+        let redact = (compactor.summarizer().is_some() || store.is_some()) && !self.no_redact;
         let mut compactor = compactor.with_counter(Arc::new(self.counting.tokenizer.memoized()));
         if redact {
             compactor = compactor.with_redactor(Redactor::default());
@@ -37,7 +42,7 @@ impl ServeArgs {
             upstream_timeout: Duration::from_secs(self.upstream_timeout),
             idle_timeout: Duration::from_secs(self.idle_timeout),
             max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
-            store: if self.no_store { None } else { self.store.clone() },
+            store,
             log_format: self.log_format,
         })
     }
@@ -61,11 +66,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         writeln!(stdout, "export OPENAI_BASE_URL=http://{addr}/v1")?;
         stdout.flush()?;
         drop(stdout);
-        if let Some(store) = &config.store {
-            eprintln!(
-                "contextfold serve: note: the store ({}) is not used yet; conversation state is held in memory",
-                store.display()
-            );
+        match proxy.store() {
+            Some(store) => eprintln!("contextfold serve: keeping conversations in the store {store}"),
+            None => eprintln!("contextfold serve: keeping conversations in memory only (--no-store)"),
         }
         proxy.run(shutdown_signal()).await?;
         eprintln!("contextfold serve: stopped");

@@ -1,9 +1,10 @@
 //! `contextfold serve` as a user runs it: the start-up lines, a log line per request, a
 //! drain and exit 0 on SIGTERM or Ctrl-C, and the addresses it refuses.
 
-use crate::common::contextfold;
+use crate::common::{contextfold, scratch};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 struct Upstream {
     addr: String,
     requests: Arc<Mutex<Vec<String>>>,
+    bodies: Arc<Mutex<Vec<String>>>,
 }
 
 impl Upstream {
@@ -21,20 +23,22 @@ impl Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
         let addr = listener.local_addr().expect("an address").to_string();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let seen = requests.clone();
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (seen, kept) = (requests.clone(), bodies.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let seen = seen.clone();
-                std::thread::spawn(move || answer(stream, delay, &seen));
+                let (seen, kept) = (seen.clone(), kept.clone());
+                std::thread::spawn(move || answer(stream, delay, &seen, &kept));
             }
         });
-        Upstream { addr, requests }
+        Upstream { addr, requests, bodies }
     }
 }
 
-fn answer(mut stream: TcpStream, delay: Duration, seen: &Mutex<Vec<String>>) {
-    let Some((head, _body)) = read_message(&mut stream) else { return };
+fn answer(mut stream: TcpStream, delay: Duration, seen: &Mutex<Vec<String>>, kept: &Mutex<Vec<String>>) {
+    let Some((head, body)) = read_message(&mut stream) else { return };
     seen.lock().unwrap().push(head.lines().next().unwrap_or_default().to_string());
+    kept.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
     std::thread::sleep(delay);
     let body = r#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":1}}"#;
     let _ = write!(
@@ -45,7 +49,7 @@ fn answer(mut stream: TcpStream, delay: Duration, seen: &Mutex<Vec<String>>) {
 }
 
 /// Reads one HTTP/1.1 message with a Content-Length body: its head and body.
-fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+pub fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut data = Vec::new();
     let mut buffer = [0u8; 4096];
     loop {
@@ -76,19 +80,24 @@ fn read_message(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 }
 
 /// A running `contextfold serve` and the lines it printed at start-up.
-struct Served {
+pub struct Served {
     child: Child,
     stdout: Vec<String>,
     stderr: mpsc::Receiver<String>,
-    addr: String,
+    pub addr: String,
 }
 
-fn serve(upstream: &str) -> Served {
+/// Starts `contextfold serve` in `dir` (where its default store goes) forwarding to
+/// `upstream`, with `extra` flags.
+pub fn serve(dir: &Path, upstream: &str, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_contextfold"))
         .args(["serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--upstream-openai"])
         .arg(format!("{upstream}/v1"))
         .args(["--tokenizer", "estimate"])
+        .args(extra)
+        .current_dir(dir)
         .env_remove("CONTEXTFOLD_AUTH_TOKEN")
+        .env_remove("CONTEXTFOLD_STORE_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -116,7 +125,7 @@ fn serve(upstream: &str) -> Served {
 
 impl Served {
     /// Sends `signal` and waits (at most 10 s) for the exit code.
-    fn stop(&mut self, signal: &str) -> i32 {
+    pub fn stop(&mut self, signal: &str) -> i32 {
         let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill runs");
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -133,7 +142,7 @@ impl Served {
     }
 
     /// Everything it wrote to standard error so far.
-    fn stderr(&self) -> Vec<String> {
+    pub fn stderr(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
     }
 }
@@ -147,7 +156,11 @@ impl Drop for Served {
 
 /// Posts a Messages request to the proxy at `addr`; returns the status line and body.
 fn post(addr: &str) -> (String, String) {
-    let body = r#"{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}"#;
+    post_body(addr, r#"{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}"#)
+}
+
+/// Posts the Messages request `body` to the proxy at `addr`; returns the status line and body.
+pub fn post_body(addr: &str, body: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).expect("connects");
     write!(
         stream,
@@ -163,7 +176,8 @@ fn post(addr: &str) -> (String, String) {
 fn serve_prints_where_it_listens_logs_each_request_and_drains_on_sigterm() {
     let upstream = Upstream::start(Duration::from_millis(600));
     let upstream_url = format!("http://{}", upstream.addr);
-    let mut served = serve(&upstream_url);
+    let dir = scratch("serve-cli", "drain");
+    let mut served = serve(&dir, &upstream_url, &[]);
     assert_eq!(
         served.stdout[0],
         format!(
@@ -193,15 +207,20 @@ fn serve_prints_where_it_listens_logs_each_request_and_drains_on_sigterm() {
     assert!(lines.iter().all(|line| line.contains("status 200") && line.contains("unchanged")), "{lines:?}");
     assert!(stderr.iter().all(|line| !line.contains("sk-ant-api03-cli-test")), "no key is logged");
     assert!(stderr.last().is_some_and(|line| line.contains("stopped")), "{stderr:?}");
+    assert!(stderr.iter().any(|line| line.contains("keeping conversations in the store .contextfold/store.db")));
+    assert!(dir.join(".contextfold/store.db").is_file(), "the default store is in the working directory");
     assert!(TcpStream::connect(&served.addr).is_err(), "nothing listens after the exit");
 }
 
 #[test]
 fn serve_exits_0_on_ctrl_c() {
     let upstream = Upstream::start(Duration::ZERO);
-    let mut served = serve(&format!("http://{}", upstream.addr));
+    let dir = scratch("serve-cli", "ctrl-c");
+    let mut served = serve(&dir, &format!("http://{}", upstream.addr), &["--no-store"]);
     assert_eq!(post(&served.addr).0, "HTTP/1.1 200 OK");
     assert_eq!(served.stop("-INT"), 0);
+    assert!(served.stderr().iter().any(|line| line.contains("in memory only")));
+    assert!(!dir.join(".contextfold").exists(), "--no-store creates no store");
 }
 
 #[test]
@@ -216,4 +235,97 @@ fn serve_refuses_other_addresses_without_allow_remote_and_a_token() {
     let run = contextfold(&["serve", "--upstream", "ftp://example.invalid"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("http:// or https://"), "{}", run.stderr);
+}
+
+#[test]
+fn serve_refuses_a_store_it_cannot_open_naming_it() {
+    let dir = scratch("serve-cli", "bad-store");
+    std::fs::write(dir.join("notes.txt"), "not a database, just notes\n".repeat(200)).unwrap();
+    let run =
+        crate::common::contextfold_in(Some(&dir), &["serve", "--listen", "127.0.0.1:0", "--store", "notes.txt"], b"");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let error: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(error.len(), 1, "one line: {}", run.stderr);
+    assert!(error[0].contains("notes.txt") && error[0].contains("--no-store"), "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap(), "not a database, just notes\n".repeat(200));
+    let url = crate::common::contextfold_in(
+        Some(&dir),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgres://ada:pw-7Hq2Lx9Vw4@127.0.0.1:1/agents?connect_timeout=2",
+        ],
+        b"",
+    );
+    assert_eq!(url.code, 2, "{}", url.stderr);
+    assert!(url.stderr.contains("127.0.0.1:1") && !url.stderr.contains("pw-7Hq2Lx9Vw4"), "{}", url.stderr);
+}
+
+/// A request whose history of `cycles` tool calls, each reading a long file, overflows a 24k
+/// window; one file holds a key.
+fn long_history(cycles: usize) -> String {
+    let mut messages = vec![serde_json::json!({"role": "user", "content": "survey the zephyrine module"})];
+    for cycle in 0..cycles {
+        let id = format!("toolu_{cycle:03}");
+        messages.push(serde_json::json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": format!("/src/zephyrine_{cycle}.rs")}}
+        ]}));
+        let mut output: String =
+            (0..60).map(|line| format!("fn zephyrine_{cycle}_{line}() -> u32 {{ {line} }}\n")).collect();
+        if cycle == 3 {
+            output.push_str(&format!("ANTHROPIC_API_KEY={CLI_KEY}\n"));
+        }
+        messages.push(serde_json::json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": output}
+        ]}));
+    }
+    messages.push(serde_json::json!({"role": "assistant", "content": "Read them all."}));
+    messages.push(serde_json::json!({"role": "user", "content": "now summarize what you found"}));
+    serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages}).to_string()
+}
+
+const CLI_KEY: &str = "sk-ant-api03-Qw7Er4Ty1Ui8Op5As2Df9Gh6Jk3Lz0Xc7Vb4Nm1Qw8Er5Ty2Ui9Op6As3Df0Gh7Jk4-LzXcVbAA";
+
+#[test]
+fn what_the_proxy_compacts_is_in_its_store_for_sessions_recall_and_search() {
+    let upstream = Upstream::start(Duration::ZERO);
+    let dir = scratch("serve-cli", "store");
+    let flags = ["--window", "24k", "--reserve", "2k", "--strategy", "evict", "--store", "proxy.db"];
+    let mut served = serve(&dir, &format!("http://{}", upstream.addr), &flags);
+    let (status, _) = post_body(&served.addr, &long_history(60));
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(served.stop("-TERM"), 0);
+    let stderr = served.stderr();
+    assert!(stderr.iter().any(|line| line.contains("compacted")), "the request was compacted: {stderr:?}");
+    let sent = upstream.bodies.lock().unwrap().join("\n");
+    let refs: std::collections::BTreeSet<&str> =
+        sent.match_indices("cf-").map(|(at, _)| &sent[at..at + 15]).filter(|r| r.len() == 15).collect();
+    assert!(!refs.is_empty(), "the upstream received pointers: {sent:.400}");
+    let in_dir = |args: &[&str]| crate::common::contextfold_in(Some(&dir), args, b"");
+    let sessions = in_dir(&["sessions", "--json", "--store", "proxy.db"]);
+    assert_eq!(sessions.code, 0, "{}", sessions.stderr);
+    let listed: Vec<serde_json::Value> =
+        sessions.stdout.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(listed.len(), 1, "one conversation, one session: {}", sessions.stdout);
+    assert!(listed[0]["name"].as_str().unwrap().starts_with("serve "), "{}", sessions.stdout);
+    assert!(listed[0]["messages"].as_u64().unwrap() >= 120, "the client's history is stored: {}", sessions.stdout);
+    for reference in &refs {
+        let recalled = in_dir(&["recall", reference, "--store", "proxy.db"]);
+        assert_eq!(recalled.code, 0, "{reference} is recallable: {}", recalled.stderr);
+        assert!(recalled.stdout.contains("zephyrine"), "{reference}: {}", recalled.stdout);
+    }
+    let search = in_dir(&["search", "zephyrine_7_12", "--store", "proxy.db"]);
+    assert_eq!(search.code, 0, "{}", search.stderr);
+    assert!(search.stdout.contains(listed[0]["id"].as_str().unwrap()), "{}", search.stdout);
+    let stored = std::fs::read(dir.join("proxy.db")).unwrap();
+    let wal = std::fs::read(dir.join("proxy.db-wal")).unwrap_or_default();
+    for bytes in [&stored, &wal] {
+        assert!(
+            !String::from_utf8_lossy(bytes).contains(&CLI_KEY[..40]),
+            "the key in the history is masked in the store"
+        );
+    }
+    assert!(stderr.iter().all(|line| !line.contains(&CLI_KEY[..40])), "no key is logged");
 }

@@ -13,16 +13,16 @@ const SESSION: &str = "examples/session.json";
 const SERVER: &str = "CONTEXTFOLD_TEST_POSTGRES_URL";
 
 /// A database of one test's own, dropped with it.
-struct Database {
+pub struct Database {
     admin: String,
     name: String,
-    url: String,
+    pub url: String,
 }
 
 impl Database {
     /// A fresh database, or `None` after a visible notice without a server (a failure with
     /// `CI` set).
-    fn create(test: &str) -> Option<Database> {
+    pub fn create(test: &str) -> Option<Database> {
         let Some(admin) = std::env::var(SERVER).ok().filter(|url| !url.is_empty()) else {
             assert!(std::env::var_os("CI").is_none(), "CI is set but {SERVER} is not (see .ci/setup.d/30-postgres.sh)");
             notice(&format!("skipped: no PostgreSQL server for the CLI store tests (set {SERVER})"));

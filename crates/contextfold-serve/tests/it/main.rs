@@ -14,4 +14,5 @@ mod replay_cost;
 mod sdk;
 mod security;
 mod sessions;
+mod stored;
 mod streaming;

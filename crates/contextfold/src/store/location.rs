@@ -2,7 +2,7 @@
 //!
 //! Its `Display` is what messages show: the path, or the URL without its password.
 
-use super::{SessionStore, StoreError};
+use super::{ConversationStore, SessionStore, StoreError};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +32,20 @@ impl StoreLocation {
     /// Opens the store, creating it when missing.
     pub fn open(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
         self.connect(Access::Create)
+    }
+
+    /// Opens the store, creating it when missing, with its conversation state (a proxy's).
+    pub fn open_conversations(&self) -> Result<Arc<dyn ConversationStore>, StoreError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            StoreLocation::File(path) => Ok(Arc::new(super::SqliteStore::open(path)?)),
+            #[cfg(not(feature = "sqlite"))]
+            StoreLocation::File(_) => Err(StoreError::NotBuiltIn { store: "SQLite", feature: "sqlite" }),
+            #[cfg(feature = "postgres")]
+            StoreLocation::Postgres(url) => {
+                Ok(Arc::new(super::PostgresStore::open_url(url, super::PostgresOptions::default())?))
+            }
+        }
     }
 
     /// Opens the store only if it exists, and brings its schema up to date: a writer that

@@ -25,6 +25,8 @@ struct Session {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     sessions: Mutex<Vec<Session>>,
+    /// Conversation state by key (see [`super::StateStore`]).
+    pub(super) states: Mutex<std::collections::HashMap<String, super::StoredState>>,
 }
 
 impl MemoryStore {

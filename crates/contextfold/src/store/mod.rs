@@ -19,6 +19,7 @@ mod recall_tool;
 mod record;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod state;
 
 pub use location::StoreLocation;
 pub use memory::MemoryStore;
@@ -31,6 +32,7 @@ pub use recall_tool::{
 pub use record::{Origin, StoredCompaction};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use state::{ConversationStore, Put, StateLock, StateStore, StoredState};
 
 use crate::summarize::Usage;
 use contextfold_core::clip::Clipped;

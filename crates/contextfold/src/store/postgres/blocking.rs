@@ -16,7 +16,7 @@ use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 /// The runtime the store's connections run on.
 #[derive(Debug)]
-pub(super) struct Driver {
+pub(in crate::store) struct Driver {
     runtime: Option<Runtime>,
 }
 
@@ -30,14 +30,14 @@ impl Driver {
         Ok(Driver { runtime: Some(runtime) })
     }
 
-    fn handle(&self) -> &Handle {
+    pub(in crate::store) fn handle(&self) -> &Handle {
         // `runtime` is only taken in `drop`.
         self.runtime.as_ref().map(Runtime::handle).expect("the runtime lives as long as the driver")
     }
 
     /// Runs `future` to completion with the store's runtime as its context, blocking this
     /// thread until it is done.
-    pub(super) fn run<F: Future>(&self, future: F) -> F::Output {
+    pub(in crate::store) fn run<F: Future>(&self, future: F) -> F::Output {
         let on_worker_pool =
             Handle::try_current().is_ok_and(|caller| caller.runtime_flavor() == RuntimeFlavor::MultiThread);
         let wait = || {

@@ -78,11 +78,17 @@ pub struct PostgresStore {
     options: PostgresOptions,
     // Dropped before the runtime its connections run on.
     pool: Pool,
-    driver: Driver,
+    /// Connections that hold a conversation's advisory lock (`store::state`), apart from
+    /// `pool`, so that lock holders never wait for connections other lock holders hold.
+    pub(in crate::store) locks: Pool,
+    pub(in crate::store) driver: Driver,
 }
 
+/// Connections at most that hold conversation locks at once; lockers beyond wait for one.
+const LOCK_CONNECTIONS: usize = 16;
+
 /// Why a step inside a transaction failed.
-enum Failure {
+pub(in crate::store) enum Failure {
     Db(tokio_postgres::Error),
     Store(StoreError),
 }
@@ -136,21 +142,24 @@ impl PostgresStore {
             config.options(format!("{given}-c default_transaction_read_only=on"));
         }
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = match tls {
-            url::Tls::Off => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+        let manager = || match tls {
+            url::Tls::Off => Ok(Manager::from_config(config.clone(), tokio_postgres::NoTls, manager_config.clone())),
             url::Tls::Required => {
                 let tls = rustls_connector().map_err(|err| StoreError::Invalid(format!("TLS for {url}: {err}")))?;
-                Manager::from_config(config, tls, manager_config)
+                Ok(Manager::from_config(config.clone(), tls, manager_config.clone()))
             }
         };
         let driver = Driver::new().map_err(|source| StoreError::Io { path: url.to_string().into(), source })?;
-        let pool = Pool::builder(manager)
-            .max_size(options.max_connections)
-            .wait_timeout(Some(options.wait))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|err| StoreError::Invalid(format!("the connection pool for {url}: {err}")))?;
-        let store = PostgresStore { url, options, pool, driver };
+        let pool = |size: usize| {
+            Pool::builder(manager()?)
+                .max_size(size)
+                .wait_timeout(Some(options.wait))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .build()
+                .map_err(|err| StoreError::Invalid(format!("the connection pool for {url}: {err}")))
+        };
+        let (locks, pool) = (pool(LOCK_CONNECTIONS)?, pool(options.max_connections)?);
+        let store = PostgresStore { url, options, pool, locks, driver };
         store.driver.run(store.prepare(mode))?;
         Ok(store)
     }
@@ -186,11 +195,11 @@ impl PostgresStore {
         self.url.to_string()
     }
 
-    fn db(&self, cause: tokio_postgres::Error) -> StoreError {
+    pub(in crate::store) fn db(&self, cause: tokio_postgres::Error) -> StoreError {
         StoreError::Postgres { server: self.server(), cause }
     }
 
-    fn pool_error(&self, err: PoolError) -> StoreError {
+    pub(in crate::store) fn pool_error(&self, err: PoolError) -> StoreError {
         match err {
             PoolError::Backend(cause) => self.db(cause),
             PoolError::Timeout(_) => StoreError::PoolTimeout {
@@ -202,7 +211,7 @@ impl PostgresStore {
         }
     }
 
-    fn failure(&self, failure: Failure) -> StoreError {
+    pub(in crate::store) fn failure(&self, failure: Failure) -> StoreError {
         match failure {
             Failure::Db(source) => self.db(source),
             Failure::Store(err) => err,
@@ -210,7 +219,7 @@ impl PostgresStore {
     }
 
     /// Runs `work` on a pooled connection.
-    fn read<T>(
+    pub(in crate::store) fn read<T>(
         &self,
         work: impl AsyncFnOnce(&deadpool_postgres::Client) -> Result<T, Failure>,
     ) -> Result<T, StoreError> {
@@ -222,7 +231,10 @@ impl PostgresStore {
 
     /// Runs `work` in one transaction, committed when it succeeds; retried when PostgreSQL
     /// aborts it as a deadlock or a serialization failure.
-    fn write<T>(&self, work: impl AsyncFn(&Transaction<'_>) -> Result<T, Failure>) -> Result<T, StoreError> {
+    pub(in crate::store) fn write<T>(
+        &self,
+        work: impl AsyncFn(&Transaction<'_>) -> Result<T, Failure>,
+    ) -> Result<T, StoreError> {
         self.driver.run(async {
             let mut client = self.pool.get().await.map_err(|err| self.pool_error(err))?;
             let mut attempt = 1;

@@ -18,7 +18,8 @@ const MIGRATION_LOCK: i64 = 0x636f_6e74_6578_7466;
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`. JSON
 /// values are kept as text in the form `encode_json` writes, so they come back byte for
 /// byte; `ord` columns keep insertion order.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE contextfold.sessions (
     id text PRIMARY KEY,
     name text NOT NULL,
@@ -76,7 +77,17 @@ CREATE TABLE contextfold.search (
 );
 CREATE INDEX search_words ON contextfold.search USING gin (tsv);
 CREATE INDEX search_session ON contextfold.search (session);
-"#];
+"#,
+    // 2: conversation state, one versioned value per key (see `store::state`).
+    r#"
+CREATE TABLE contextfold.states (
+    key text PRIMARY KEY,
+    version bigint NOT NULL,
+    state bytea NOT NULL,
+    updated bigint NOT NULL
+);
+"#,
+];
 
 /// The schema version this build writes.
 pub const POSTGRES_SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

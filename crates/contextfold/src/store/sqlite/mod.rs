@@ -102,16 +102,19 @@ impl SqliteStore {
         &self.path
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(in crate::store) fn lock(&self) -> MutexGuard<'_, Connection> {
         self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn sql(&self, source: rusqlite::Error) -> StoreError {
+    pub(in crate::store) fn sql(&self, source: rusqlite::Error) -> StoreError {
         sql_error(&self.path, source)
     }
 
     /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
-    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(in crate::store) fn write<T>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         // The mutex keeps transactions on this connection from nesting.
         let connection = self.lock();
         let transaction = begin_immediate(&connection).map_err(|err| self.sql(err))?;

@@ -65,6 +65,8 @@ INSERT INTO search_v3 (search_v3, rank) VALUES ('rank', 'bm25(0.0, 0.0, 0.0, 1.0
 DROP TABLE search;
 ALTER TABLE search_v3 RENAME TO search;
 "#,
+    // 4: conversation state, one versioned value per key (see `store::state`).
+    "CREATE TABLE IF NOT EXISTS states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
 ];
 
 /// The schema version this build writes.

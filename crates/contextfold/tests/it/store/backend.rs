@@ -3,7 +3,7 @@
 //! the server `CONTEXTFOLD_TEST_POSTGRES_URL` names (and dropped after it).
 #![allow(dead_code)]
 
-use contextfold::store::{MemoryStore, SessionStore};
+use contextfold::store::{MemoryStore, SessionStore, StateStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,6 +44,21 @@ impl Backend {
 
     /// The store, opened again (a new connection or file handle; the same store in memory).
     pub fn open(&self) -> Arc<dyn SessionStore> {
+        match self {
+            Backend::Memory(store) => store.clone(),
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite { path, .. } => Arc::new(contextfold::store::SqliteStore::open(path).expect("open")),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(database) => {
+                Arc::new(contextfold::store::PostgresStore::open(&database.url).expect("open the PostgreSQL store"))
+            }
+        }
+    }
+}
+
+impl Backend {
+    /// The store's conversation state, opened again as [`Backend::open`] opens the store.
+    pub fn open_states(&self) -> Arc<dyn StateStore> {
         match self {
             Backend::Memory(store) => store.clone(),
             #[cfg(feature = "sqlite")]

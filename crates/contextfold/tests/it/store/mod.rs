@@ -12,6 +12,7 @@ mod persist;
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod state;
 
 pub use backend::Backend;
 
@@ -472,4 +473,7 @@ every_store! {
     super::corpus => corpus,
     super::persist::compactor_persists => compactor_persists,
     super::persist::middleware_persists => middleware_persists,
+    super::state::state_round_trip => state_round_trip,
+    super::state::state_writers_lose_nothing => state_writers_lose_nothing,
+    super::state::state_locks => state_locks,
 }

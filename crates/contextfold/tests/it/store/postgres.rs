@@ -57,6 +57,23 @@ fn a_newer_schema_is_refused() {
 }
 
 #[test]
+fn a_version_1_store_gains_the_state_table_and_keeps_its_sessions() {
+    use contextfold::store::{Put, StateStore};
+    let Some(db) = database("state-migration") else { return };
+    let store = PostgresStore::open(&db.url).expect("open");
+    let session = store.create_session("before the states").expect("create");
+    drop(store);
+    db.execute("DROP TABLE contextfold.states; UPDATE contextfold.schema_version SET version = 1");
+    let store = PostgresStore::open(&db.url).expect("migrated");
+    assert_eq!(
+        db.query_text("SELECT version::text FROM contextfold.schema_version"),
+        Some(POSTGRES_SCHEMA_VERSION.to_string())
+    );
+    assert!(store.sessions().expect("sessions").iter().any(|info| info.id == session));
+    assert_eq!(store.put_state("k", 0, b"v").expect("put"), Put::Written(1));
+}
+
+#[test]
 fn another_programs_schema_is_refused_and_left_alone() {
     let Some(db) = database("foreign") else { return };
     db.execute("CREATE SCHEMA contextfold; CREATE TABLE contextfold.users (name text); INSERT INTO contextfold.users VALUES ('ada');");

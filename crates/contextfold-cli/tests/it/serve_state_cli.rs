@@ -1,0 +1,282 @@
+//! Conversation state in the store, as users run `contextfold serve`: a proxy stopped
+//! mid-conversation and started again on the same store sends the same requests an
+//! uninterrupted one sends, and two replicas sharing one PostgreSQL database, taking a
+//! conversation's calls in turns at random, send what a single replica sends.
+//!
+//! A scripted upstream on 127.0.0.1 answers each agent with a tool call per turn (picked by
+//! the number of assistant messages in the request) and records every body it receives.
+//! It reports no usage, so no estimate is calibrated: a calibration is written back after
+//! its answer and may reach another replica only after that replica's next request, which
+//! would make the comparison depend on timing.
+
+use crate::serve_cli::{post_body, read_message, serve, Served};
+use crate::store_postgres_cli::Database;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// What the upstream received: each body by agent and turn.
+type Received = Arc<Mutex<BTreeMap<(String, usize), String>>>;
+
+/// The scripted upstream.
+struct Scripted {
+    url: String,
+    received: Received,
+}
+
+impl Scripted {
+    fn start() -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let received: Received = Arc::default();
+        let kept = received.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || answer(stream, &kept));
+            }
+        });
+        Scripted { url, received }
+    }
+
+    fn take(&self) -> BTreeMap<(String, usize), String> {
+        std::mem::take(&mut *self.received.lock().unwrap())
+    }
+}
+
+/// The agent's name in a request: its session, in `metadata.user_id`.
+fn agent(body: &Value) -> String {
+    let user = body["metadata"]["user_id"].as_str().unwrap_or("");
+    user.rsplit("_session_").next().unwrap_or("").to_string()
+}
+
+fn answer(mut stream: TcpStream, kept: &Mutex<BTreeMap<(String, usize), String>>) {
+    let Some((_, body)) = read_message(&mut stream) else { return };
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let request: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let name = agent(&request);
+    let turn = request["messages"].as_array().map_or(0, |messages| {
+        // Turns the client took: its own assistant messages (a summary is in a user one).
+        messages.iter().filter(|message| message["role"] == "assistant").count()
+    });
+    kept.lock().unwrap().insert((name.clone(), request["x_turn"].as_u64().unwrap_or(turn as u64) as usize), text);
+    let reply = json!({"id": format!("msg_{name}_{turn}"), "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5", "stop_reason": "tool_use", "usage": {"input_tokens": 0, "output_tokens": 9},
+        "content": [{"type": "text", "text": format!("[{name}] reading")},
+                    {"type": "tool_use", "id": format!("toolu_{name}_{turn:03}"), "name": "Read",
+                     "input": {"file_path": format!("/src/{name}/f{}.rs", turn % 4)}}]})
+    .to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        reply.len()
+    );
+}
+
+/// One agent's side of a conversation.
+struct Client {
+    name: String,
+    messages: Vec<Value>,
+    turn: usize,
+}
+
+impl Client {
+    fn new(name: &str) -> Client {
+        let task = json!({"role": "user", "content": format!("[{name}] map the module {name} and fix its bug")});
+        Client { name: name.to_string(), messages: vec![task], turn: 0 }
+    }
+
+    /// The next request's body; `x_turn` tells the upstream which call it is.
+    fn body(&self) -> String {
+        json!({"model": "claude-sonnet-4-5", "max_tokens": 512, "x_turn": self.turn,
+            "system": [{"type": "text", "text": "You are a careful coding agent."}],
+            "tools": [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}}],
+            "metadata": {"user_id": format!("user_1_account_2_session_{}", self.name)},
+            "messages": self.messages})
+        .to_string()
+    }
+
+    /// Sends the next request to the proxy at `addr` and takes its answer into the history.
+    fn step(&mut self, addr: &str) {
+        let (status, answer) = post_body(addr, &self.body());
+        assert_eq!(status, "HTTP/1.1 200 OK", "{}: {answer}", self.name);
+        let answer: Value = serde_json::from_str(&answer).expect("a JSON answer");
+        let id = answer["content"][1]["id"].as_str().expect("a tool call").to_string();
+        let output: String = (0..40)
+            .map(|line| format!("{} {id} {line}: let value_{line} = compute({line}); // {}\n", self.name, self.turn))
+            .collect();
+        self.messages.push(json!({"role": "assistant", "content": answer["content"]}));
+        self.messages
+            .push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
+        self.turn += 1;
+    }
+}
+
+/// A deterministic choice of replica per call (xorshift).
+fn choices(seed: u64, count: usize, replicas: usize) -> Vec<usize> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % replicas as u64) as usize
+        })
+        .collect()
+}
+
+/// Runs `clients` for `turns` more calls each, all at once, call `i` of client `c` going to
+/// `pick(c, i)`'s address.
+fn run(clients: &mut [Client], turns: usize, addrs: &[String], pick: impl Fn(usize, usize) -> usize + Sync) {
+    std::thread::scope(|scope| {
+        for (index, client) in clients.iter_mut().enumerate() {
+            let pick = &pick;
+            scope.spawn(move || {
+                for _ in 0..turns {
+                    let addr = &addrs[pick(index, client.turn)];
+                    client.step(addr);
+                }
+            });
+        }
+    });
+}
+
+/// The replicas evict (so that their requests carry pointers to recall) rather than
+/// summarize; the restart test summarizes.
+const EVICT: &[&str] = &["--strategy", "evict"];
+
+const FLAGS: &[&str] = &["--window", "12k", "--reserve", "1k", "--log-format", "json"];
+
+fn start(dir: &Path, upstream: &str, store: &str, extra: &[&str]) -> Served {
+    let mut flags = FLAGS.to_vec();
+    flags.extend(["--store", store]);
+    flags.extend(extra);
+    serve(dir, upstream, &flags)
+}
+
+/// Log lines of `served` that say a request was compacted.
+fn compactions(lines: &[String]) -> usize {
+    lines.iter().filter(|line| line.contains("\"action\":\"compacted\"")).count()
+}
+
+/// Checks that `got` is `expected`, body for body.
+fn same_requests(expected: &BTreeMap<(String, usize), String>, got: &BTreeMap<(String, usize), String>, what: &str) {
+    assert_eq!(expected.len(), got.len(), "{what}: as many requests");
+    let differing: Vec<&(String, usize)> = expected.keys().filter(|key| expected.get(*key) != got.get(*key)).collect();
+    assert!(
+        differing.is_empty(),
+        "{what}: {} of {} requests differ, first {:?}",
+        differing.len(),
+        expected.len(),
+        differing.first()
+    );
+}
+
+#[test]
+fn a_restarted_proxy_sends_what_an_uninterrupted_one_sends() {
+    const TURNS: usize = 36;
+    let upstream = Scripted::start();
+    let dir = crate::common::scratch("serve-state", "restart");
+    let names = ["ada", "brian"];
+    let mut straight: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
+    let mut once = start(&dir, &upstream.url, "straight.db", &[]);
+    run(&mut straight, TURNS, std::slice::from_ref(&once.addr), |_, _| 0);
+    assert_eq!(once.stop("-TERM"), 0);
+    let uninterrupted = upstream.take();
+    let compacted = compactions(&once.stderr());
+    assert!(compacted >= 2 * names.len(), "each conversation compacts twice (got {compacted})");
+
+    let mut resumed: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
+    let mut first = start(&dir, &upstream.url, "restarted.db", &[]);
+    run(&mut resumed, TURNS / 2, std::slice::from_ref(&first.addr), |_, _| 0);
+    assert_eq!(first.stop("-TERM"), 0);
+    let before = compactions(&first.stderr());
+    let mut second = start(&dir, &upstream.url, "restarted.db", &[]);
+    run(&mut resumed, TURNS - TURNS / 2, std::slice::from_ref(&second.addr), |_, _| 0);
+    assert_eq!(second.stop("-TERM"), 0);
+    let after = compactions(&second.stderr());
+    assert!(before >= 1 && after >= 1, "compactions before ({before}) and after ({after}) the restart");
+    let got = upstream.take();
+    same_requests(&uninterrupted, &got, "after a restart");
+    let sent: String = got.values().cloned().collect();
+    let store = contextfold::store::SqliteStore::open_existing(dir.join("restarted.db")).expect("the store");
+    use contextfold::store::SessionStore;
+    let refs: std::collections::BTreeSet<&str> =
+        sent.match_indices("ref cf-").map(|(at, _)| &sent[at + 4..at + 19]).collect();
+    for reference in refs {
+        assert!(store.recall(reference).expect("recall").is_some(), "{reference} is recallable after the restart");
+    }
+    assert_eq!(
+        store.sessions().expect("sessions").len(),
+        names.len(),
+        "the restarted proxy went on in the same sessions"
+    );
+}
+
+#[test]
+fn replicas_on_one_postgres_send_what_one_replica_sends() {
+    const CONVERSATIONS: usize = 50;
+    const TURNS: usize = 24;
+    let (Some(single), Some(shared)) = (Database::create("replica_one"), Database::create("replica_two")) else {
+        return;
+    };
+    let upstream = Scripted::start();
+    let dir = crate::common::scratch("serve-state", "replicas");
+    let names: Vec<String> = (0..CONVERSATIONS).map(|index| format!("c{index:02}")).collect();
+
+    let mut alone: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
+    let mut one = start(&dir, &upstream.url, &single.url, EVICT);
+    run(&mut alone, TURNS, std::slice::from_ref(&one.addr), |_, _| 0);
+    assert_eq!(one.stop("-TERM"), 0);
+    let expected = upstream.take();
+    let compacted = compactions(&one.stderr());
+    assert!(compacted >= CONVERSATIONS, "every conversation compacts (got {compacted})");
+
+    let mut together: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
+    let mut replicas = [start(&dir, &upstream.url, &shared.url, EVICT), start(&dir, &upstream.url, &shared.url, EVICT)];
+    let addrs = [replicas[0].addr.clone(), replicas[1].addr.clone()];
+    let plan: Vec<Vec<usize>> = (0..CONVERSATIONS).map(|index| choices(index as u64 + 7, TURNS, 2)).collect();
+    run(&mut together, TURNS, &addrs, |client, turn| plan[client][turn]);
+    let logs: Vec<Vec<String>> = replicas
+        .iter_mut()
+        .map(|replica| {
+            assert_eq!(replica.stop("-TERM"), 0);
+            replica.stderr()
+        })
+        .collect();
+    let got = upstream.take();
+    assert!(logs.iter().all(|lines| compactions(lines) > 0), "both replicas compacted");
+    assert_eq!(compactions(&logs[0]) + compactions(&logs[1]), compacted, "no compaction twice, none missed");
+    same_requests(&expected, &got, "two replicas");
+
+    // No conversation's words in another's request.
+    for ((name, turn), body) in &got {
+        for other in names.iter().filter(|other| *other != name) {
+            assert!(!body.contains(&format!("[{other}]")), "{name}'s call {turn} holds {other}'s words");
+        }
+    }
+    // Every ref sent is in the shared store, whichever replica compacted.
+    let store = contextfold::store::PostgresStore::open(&shared.url).expect("the shared store");
+    let sent: String = got.values().cloned().collect();
+    let mut refs = std::collections::BTreeSet::new();
+    for (at, _) in sent.match_indices("ref cf-") {
+        refs.insert(&sent[at + 4..at + 19]);
+    }
+    use contextfold::store::SessionStore;
+    assert!(!refs.is_empty(), "pointers were sent");
+    for reference in &refs {
+        assert!(store.recall(reference).expect("recall").is_some(), "{reference} is recallable");
+    }
+    assert_eq!(
+        store.sessions().expect("sessions").len(),
+        CONVERSATIONS,
+        "one session per conversation, from either replica"
+    );
+    crate::common::notice(&format!(
+        "replicas: {CONVERSATIONS} conversations × {TURNS} calls, {compacted} compactions, {} refs recallable, every request as one replica sent it",
+        refs.len()
+    ));
+}

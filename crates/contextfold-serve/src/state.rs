@@ -1,0 +1,57 @@
+//! A conversation's state as the store keeps it, so that a restarted proxy or another
+//! replica goes on with the conversation exactly where this one left it: the middleware's
+//! snapshot, with what configured it (the window, and the system prompt and tools its first
+//! request had), and the store session its compactions go to. Serialized as JSON.
+
+use contextfold::middleware::MiddlewareState;
+use contextfold::store::SessionId;
+use contextfold_core::{Conversation, System};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The key of a conversation's state.
+pub fn key(conversation: u64) -> String {
+    format!("serve:{conversation:016x}")
+}
+
+/// What the store keeps of one conversation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// The store session its compactions are kept in.
+    pub session: Option<SessionId>,
+    /// The window it is compacted in.
+    pub window: u64,
+    /// Its system prompt and tools, as a conversation without messages.
+    pub frame: Value,
+    /// The middleware's state.
+    pub middleware: MiddlewareState,
+}
+
+impl Record {
+    /// The frame of `system` and `tools`.
+    pub fn frame(system: Option<&System>, tools: Option<&[Value]>) -> Value {
+        Conversation { system: system.cloned(), tools: tools.map(<[Value]>::to_vec), ..Conversation::default() }
+            .to_value()
+    }
+
+    /// The system prompt and tools of the frame.
+    pub fn system_and_tools(&self) -> Result<(Option<System>, Option<Vec<Value>>), String> {
+        let mut frame = self.frame.clone();
+        if let Some(map) = frame.as_object_mut() {
+            map.entry("messages").or_insert_with(|| Value::Array(Vec::new()));
+        }
+        let conversation = Conversation::from_value(frame).map_err(|err| err.to_string())?;
+        Ok((conversation.system, conversation.tools))
+    }
+
+    /// Its bytes in the store.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(self).map_err(|err| err.to_string())
+    }
+
+    /// Reads bytes written by [`Record::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Record, String> {
+        serde_json::from_slice(bytes).map_err(|err| err.to_string())
+    }
+}

@@ -1,0 +1,114 @@
+//! The proxy's store: opened once at start-up, and called only off the async runtime's
+//! threads, since every store call is synchronous (a SQLite transaction, or round trips to a
+//! PostgreSQL server).
+//!
+//! Each conversation gets a session of its own in the store, where its compactions keep the
+//! client's history, every payload a pointer or clip marker names, the summaries and the
+//! reports, so `contextfold sessions`, `recall` and `search` work on the proxy's store as on
+//! the one `compact --store` writes.
+
+use contextfold::store::{
+    ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
+};
+use std::sync::Arc;
+
+/// The store behind the proxy.
+#[derive(Clone)]
+pub struct ProxyStore {
+    location: StoreLocation,
+    store: Arc<dyn ConversationStore>,
+}
+
+impl std::fmt::Debug for ProxyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyStore").field("location", &self.location.to_string()).finish()
+    }
+}
+
+/// A store that could not be opened, as one sentence naming it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}; give --store another path or URL, or --no-store to keep state in memory only")]
+pub struct OpenError {
+    message: String,
+}
+
+impl ProxyStore {
+    /// Opens (creating when missing) the store at `location`, on a blocking thread.
+    pub async fn open(location: StoreLocation) -> Result<ProxyStore, OpenError> {
+        let opening = location.clone();
+        let opened = off_runtime(move || opening.open_conversations()).await;
+        match opened {
+            Ok(store) => Ok(ProxyStore { location, store }),
+            Err(err) => Err(OpenError { message: named(&location, &err) }),
+        }
+    }
+
+    /// Where the store is, as messages show it (a URL without its password).
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
+    }
+
+    /// The store itself, for a compactor to keep its compactions in.
+    pub fn sessions(&self) -> Arc<dyn SessionStore> {
+        self.store.clone()
+    }
+
+    /// Creates a session named `name` for a new conversation.
+    pub async fn create_session(&self, name: String) -> Result<SessionId, StoreError> {
+        let store = self.store.clone();
+        off_runtime(move || store.create_session(&name)).await
+    }
+
+    /// Deletes a session made for a conversation another replica had started first.
+    pub async fn delete_session(&self, session: SessionId) -> Result<bool, StoreError> {
+        let store = self.store.clone();
+        off_runtime(move || store.delete_session(&session)).await
+    }
+
+    /// Takes conversation `key`'s lock, waiting for any other replica that holds it.
+    pub async fn lock(&self, key: &str) -> Result<StateLock, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.lock_state(&key)).await
+    }
+
+    /// The version of conversation `key`'s stored state (0: none).
+    pub async fn version(&self, key: &str) -> Result<u64, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.state_version(&key)).await
+    }
+
+    /// Conversation `key`'s stored state.
+    pub async fn load(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.state(&key)).await
+    }
+
+    /// Writes conversation `key`'s state over version `expected`.
+    pub async fn save(&self, key: &str, expected: u64, bytes: Vec<u8>) -> Result<Put, StoreError> {
+        let (store, key) = (self.store.clone(), key.to_string());
+        off_runtime(move || store.put_state(&key, expected, &bytes)).await
+    }
+}
+
+/// Runs the synchronous store `call` on a blocking thread (directly when there is no runtime).
+pub async fn off_runtime<T: Send + 'static>(
+    call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return call() };
+    match runtime.spawn_blocking(call).await {
+        Ok(result) => result,
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        Err(err) => Err(StoreError::Invalid(format!("the store call was cancelled: {err}"))),
+    }
+}
+
+/// `err` as a sentence that names the store once.
+pub fn named(location: &StoreLocation, err: &StoreError) -> String {
+    match err {
+        // These do not name the store themselves.
+        StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) => {
+            format!("store {location}: {err}")
+        }
+        err => err.to_string(),
+    }
+}
