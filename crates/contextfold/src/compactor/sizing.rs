@@ -91,7 +91,8 @@ pub(super) fn tail_plan(
     work: &Conversation,
     ledger: &TokenLedger<'_>,
 ) -> PlanConfig {
-    let room = target.saturating_sub(ledger.preamble_tokens() + summary_budget(config, target));
+    let budget = summary_budget(config, target);
+    let room = target.saturating_sub(ledger.preamble_tokens() + budget);
     let pinned = match (config.plan.pin_first, work.messages.first()) {
         (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
             ledger.message_tokens(0).unwrap_or_default()
@@ -99,9 +100,10 @@ pub(super) fn tail_plan(
         _ => 0,
     };
     let newest_turn = newest_turn_tokens(work, ledger, config.max_tool_output.tokens(target)).unwrap_or_default();
-    // Beside a pinned first request the summary keeps at least half its budget.
+    // Beside a pinned first request the summary keeps at least half its budget (and a
+    // minimal summary, where its budget holds one).
     let minimal = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
-    let summary = (summary_budget(config, target) / 2).max(minimal);
+    let summary = (budget / 2).max(minimal).min(budget);
     let fits = ledger.preamble_tokens() + pinned + newest_turn + summary <= target;
     let pin_first = if fits { config.plan.pin_first } else { PinFirst::Folded };
     let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
