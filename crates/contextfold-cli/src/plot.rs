@@ -1,8 +1,9 @@
 //! `contextfold replay --plot FILE.svg`: request tokens per call and total cost per strategy.
 //!
 //! The legend has a column of its own beside the chart, so it never covers the window
-//! lines; each strategy has its own color and dash pattern, so two strategies with the same
-//! curve both stay visible.
+//! lines; each strategy has its own color and dash pattern, and a curve the same as an
+//! earlier strategy's is drawn a few pixels above it, so strategies with the same curve all
+//! stay visible.
 //!
 //! plotters is built without a font backend (no `ttf`, no `ab_glyph`): its SVG backend writes
 //! text as `<text>` elements for the viewer to render, and layout uses plotters' built-in width
@@ -51,9 +52,12 @@ fn color(index: usize) -> RGBColor {
     COLORS[index % COLORS.len()]
 }
 
-/// (dash, gap) in pixels of strategy `index`'s line; (0, 0) is solid. Patterns of different
-/// lengths let identical curves show both colors in turn.
-const DASHES: [(u32, u32); 5] = [(0, 0), (12, 6), (5, 5), (18, 4), (3, 7)];
+/// (dash, gap) in pixels of strategy `index`'s line; (0, 0) is solid, for the first only.
+/// One pattern per color, of different lengths, so no two strategies are drawn alike.
+const DASHES: [(u32, u32); 10] = [(0, 0), (12, 6), (5, 5), (18, 4), (3, 7), (9, 3), (14, 9), (2, 4), (22, 6), (7, 11)];
+
+/// Pixels between a curve and an earlier strategy's identical one.
+const SAME_CURVE_LIFT: f64 = 3.0;
 
 fn dash(index: usize) -> (u32, u32) {
     DASHES[index % DASHES.len()]
@@ -132,13 +136,17 @@ fn line_chart<DB: DrawingBackend>(
         chart.draw_series([Text::new(text, (1.0 + x_max * 0.01, y), anchor)]).map_err(draw_error)?;
     }
 
+    // Tokens per pixel of height, to lift a curve drawn already by an earlier strategy.
+    let per_pixel = y_max / f64::from(chart.plotting_area().dim_in_pixel().1.max(1));
     for (index, result) in plot.series.iter().enumerate() {
         let color = color(index);
+        let same = plot.series[..index].iter().filter(|earlier| earlier.request_tokens == result.request_tokens);
+        let lift = same.count() as f64 * SAME_CURVE_LIFT * per_pixel;
         let points: Vec<(f64, f64)> = result
             .request_tokens
             .iter()
             .enumerate()
-            .map(|(call, tokens)| ((call + 1) as f64, *tokens as f64))
+            .map(|(call, tokens)| ((call + 1) as f64, *tokens as f64 + lift))
             .collect();
         match dash(index) {
             (0, _) => {
@@ -172,7 +180,7 @@ fn legend_column<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &Windo
         match dash(index) {
             (0, _) => area.draw(&PathElement::new(sample, color.stroke_width(3))).map_err(draw_error)?,
             (size, gap) => area
-                .draw(&DashedPathElement::new(sample, size.min(8), gap.min(4), color.stroke_width(3)))
+                .draw(&DashedPathElement::new(sample, size.div_ceil(2), gap.div_ceil(2), color.stroke_width(3)))
                 .map_err(draw_error)?,
         }
         area.draw(&Text::new(result.strategy.clone(), (46, y), label.clone())).map_err(draw_error)?;
@@ -236,4 +244,79 @@ fn cost_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, plot: &WindowPl
         chart.draw_series([text]).map_err(draw_error)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The points of every polyline drawn in `stroke`, one list per polyline.
+    fn polylines(svg: &str, stroke: &str) -> Vec<Vec<(f64, f64)>> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter(|element| element.contains(&format!("stroke=\"{stroke}\"")))
+            .filter_map(|element| element.split("points=\"").nth(1)?.split('"').next())
+            .map(|points| {
+                points
+                    .split(' ')
+                    .filter_map(|point| {
+                        let (x, y) = point.split_once(',')?;
+                        Some((x.parse().ok()?, y.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Regression (identical curves hid each other: the first and the sixth strategy were
+    /// both solid, so `anthropic-clear` covered `none` wherever neither compacted): no two
+    /// strategies share a dash pattern, and a curve the same as an earlier one is drawn
+    /// above it, apart.
+    #[test]
+    fn hardening_18_identical_curves_are_drawn_apart() {
+        let patterns: std::collections::HashSet<(u32, u32)> = (0..COLORS.len()).map(dash).collect();
+        assert_eq!(patterns.len(), COLORS.len(), "a dash pattern per color");
+        const { assert!(SAME_CURVE_LIFT >= 2.0, "identical curves lie further apart than a line is wide") };
+        let same = |strategy: &str| StrategyResult {
+            strategy: strategy.into(),
+            request_tokens: vec![1_000, 2_000, 3_000, 3_000, 4_000],
+            ..StrategyResult::default()
+        };
+        let series: Vec<StrategyResult> = ["none", "a", "b", "c", "d", "e"].into_iter().map(same).collect();
+        let dir = std::env::temp_dir().join(format!("contextfold-plot-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("same.svg");
+        let window = WindowPlot { window: 8_000, series: &series, totals: &series, files: 1 };
+        write(&path, "same.json", 1_000, &[window]).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // `none` is one solid polyline (then its legend sample, to the right); each later
+        // strategy's dashes run parallel to it, the later the higher (smaller y), none on it.
+        let none = polylines(&svg, "#1F77B4");
+        assert_eq!(none.len(), 2, "the curve and the legend's sample: {none:?}");
+        let line = &none[0];
+        let end = line.last().map_or(0.0, |point| point.0);
+        let at = |x: f64| {
+            let segment = line.windows(2).find(|pair| pair[0].0 <= x && x <= pair[1].0).expect("within the curve");
+            let ((x0, y0), (x1, y1)) = (segment[0], segment[1]);
+            if x1 == x0 {
+                y0
+            } else {
+                y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+            }
+        };
+        for (index, _) in series.iter().enumerate().skip(1) {
+            let RGBColor(r, g, b) = color(index);
+            let dashes = polylines(&svg, &format!("#{r:02X}{g:02X}{b:02X}"));
+            assert!(!dashes.is_empty(), "strategy {index} is drawn");
+            for (x, y) in dashes.iter().flatten().filter(|point| point.0 <= end) {
+                let above = at(*x) - y;
+                let expected = index as f64 * SAME_CURVE_LIFT;
+                assert!(
+                    (above - expected).abs() < 1.5,
+                    "strategy {index} at x {x}: {above} px above `none`, not {expected}"
+                );
+            }
+        }
+    }
 }

@@ -48,6 +48,9 @@ impl Totals {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    // The budgets `compact` refuses (0 tokens, a reserve not below its window) are usage
+    // errors here too, before any input is read.
+    args.target.target().check()?;
     let parsed = super::load(&args.file, &args.input)?;
     let counter = args.counting.tokenizer.counter();
     let conversation = &parsed.conversation;

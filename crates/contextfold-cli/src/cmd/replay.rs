@@ -4,6 +4,7 @@ use super::compact::{compactor, inputs};
 use crate::args::ReplayArgs;
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
+use contextfold::compactor::Target;
 use contextfold::core::format::{self, Format, Layout};
 use contextfold::core::Conversation;
 use contextfold::redact::Redactor;
@@ -35,6 +36,10 @@ struct JsonRow<'a> {
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let price = Price::parse(&args.price)?;
+    // A window of 0, or a reserve that leaves nothing of one, is a usage error.
+    for &window in &args.window {
+        Target::Window { window, reserve: args.reserve, fraction: args.target_fraction }.check()?;
+    }
     let files = inputs(&args.files)?;
     if files.is_empty() {
         bail!("no session files found");

@@ -144,3 +144,44 @@ pub fn contextfold_on_terminal(args: &[&str]) -> Option<Run> {
     assert!(!run.stdout.contains("panicked"), "panic running {args:?}: {}", run.stdout);
     Some(run)
 }
+
+/// A one-connection OpenAI-compatible server answering `summary`; its thread returns the
+/// request body it read.
+pub fn openai_once(summary: &str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds a port");
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let answer = serde_json::json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": summary}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5}
+    })
+    .to_string();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("a request");
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .unwrap();
+        String::from_utf8(body).unwrap()
+    });
+    (url, server)
+}

@@ -1,10 +1,13 @@
 //! Regression tests of what a careless or hostile user broke, one test per defect, named
-//! after it: lossy conversion said nothing, unbounded input, no progress on long work,
+//! after it: budgets that hold nothing, an LLM summary over its budget, lossy conversion
+//! said nothing, unbounded input, no progress on long work,
 //! validation gaps, lone surrogates, a conversation repair empties, reading commands that
 //! wrote, errors said several times, search's exit codes, and format detection misled by
 //! role names.
 
-use crate::common::{arg, contextfold, contextfold_in, contextfold_with_stdin, fixture, json, notice, scratch, Run};
+use crate::common::{
+    arg, contextfold, contextfold_in, contextfold_with_stdin, fixture, json, notice, openai_once, scratch, Run,
+};
 use serde_json::{json as value, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,77 @@ fn fails_once(run: &Run, needles: &[&str]) {
 
 fn write(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_vec(value).expect("JSON")).expect("write");
+}
+
+/// `compact`'s budgets that hold nothing are usage errors of `plan` and `replay` too: they
+/// planned "a budget of 0" and replayed every call as an overflow.
+#[test]
+fn hardening_1_plan_and_replay_refuse_budgets_that_hold_nothing() {
+    let session = fixture(SESSION);
+    for (args, says) in [
+        (&["plan", "--budget", "0"][..], "a budget of 0 tokens"),
+        (&["plan", "--window", "0"], "a window of 0 tokens"),
+        (
+            &["plan", "--window", "20k", "--reserve", "30k"],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
+        (&["replay", "--window", "0"], "a window of 0 tokens"),
+        (
+            &["replay", "--window", "20k", "--reserve", "30k"],
+            "reserve of 30000 tokens leaves nothing of the 20000-token window",
+        ),
+        // replay's default reserve is 4,000: a window of 3,000 needs a smaller one.
+        (&["replay", "--window", "16k,3000"], "reserve of 4000 tokens leaves nothing of the 3000-token window"),
+    ] {
+        let mut words = args.to_vec();
+        words.insert(1, &session);
+        let run = contextfold(&words);
+        fails_once(&run, &[says]);
+        assert!(run.stdout.is_empty(), "{words:?}: {}", run.stdout);
+    }
+    let run = contextfold(&["replay", &session, "--window", "3000", "--reserve", "500", "--strategies", "none"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+/// An LLM server that ignores `max_tokens` (about 780,000 tokens of summary here; 5 million
+/// in the report) made `compact --budget 2000` write the whole answer with exit 0: the
+/// summary is cut to its budget, the report says so, and the result keeps the budget.
+#[test]
+fn hardening_3_an_llm_summary_over_its_budget_is_cut_to_it() {
+    let dir = dir("llm-summary");
+    let huge: String =
+        (0..60_000).map(|line| format!("- fact {line}: the parser in src/parse.rs was fixed\n")).collect();
+    let (url, server) = openai_once(&huge);
+    let out = dir.join("out.json");
+    let report = json(&[
+        "compact",
+        &fixture(SESSION),
+        "--budget",
+        "2000",
+        "--tokenizer",
+        "estimate",
+        "--summarizer",
+        "openai:x",
+        "--base-url",
+        &url,
+        "--max-retries",
+        "0",
+        "--json",
+        "-o",
+        &arg(&out),
+    ]);
+    server.join().expect("the server answered one request");
+    assert_eq!(report["summarizer"].as_str().map(|id| id.starts_with("openai:x")), Some(true), "{report}");
+    let notes = report["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|note| note.as_str().is_some_and(|note| note.contains("was over its budget of 1000 tokens"))),
+        "{report}"
+    );
+    assert!(report["summary_tokens"].as_u64().is_some_and(|tokens| (1..=1_300).contains(&tokens)), "{report}");
+    assert!(report["tokens_after"].as_u64().is_some_and(|tokens| tokens <= 2_000), "{report}");
+    let written = std::fs::read_to_string(&out).expect("written");
+    assert!(written.len() < 40_000 && written.contains("- fact 0: the parser"), "{} bytes", written.len());
+    assert_eq!(contextfold(&["validate", &arg(&out)]).code, 0);
 }
 
 /// An Anthropic request with what OpenAI cannot carry: signatures, an error flag.

@@ -21,7 +21,7 @@ fn replay(plot: &Path) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_contextfold"))
         .arg("replay")
         .arg(session())
-        .args(["--window", "3000,6000", "--tokenizer", "estimate", "--plot"])
+        .args(["--window", "3000,6000", "--reserve", "500", "--tokenizer", "estimate", "--plot"])
         .arg(plot)
         .stdin(Stdio::null())
         .env_remove("ANTHROPIC_API_KEY")

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use crate::common::{arg, contextfold, contextfold_in, fixture, json, json_lines, scratch, Run};
+use crate::common::{arg, contextfold, contextfold_in, fixture, json, json_lines, openai_once, scratch, Run};
 use contextfold::core::hash::payload_ref;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -304,47 +304,6 @@ fn compact_store_leaves_no_secret_in_the_store_or_the_summary() {
     let summary = written_summary(&masked_out).expect("a summary");
     assert_eq!(leaked(&summary), Vec::<String>::new(), "{summary}");
     assert!(summary.contains("[REDACTED:"), "{summary}");
-}
-
-/// A one-connection OpenAI-compatible server answering `summary`; its thread returns the
-/// request body it read.
-fn openai_once(summary: &str) -> (String, std::thread::JoinHandle<String>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds a port");
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let answer = serde_json::json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": summary}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5}
-    })
-    .to_string();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("a request");
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut length = 0;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-            if line.trim().is_empty() {
-                break;
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let mut stream = stream;
-        write!(
-            stream,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        )
-        .unwrap();
-        String::from_utf8(body).unwrap()
-    });
-    (url, server)
 }
 
 #[test]

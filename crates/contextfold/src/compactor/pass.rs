@@ -142,9 +142,10 @@ impl<'a> Pass<'a> {
             && self.config.plan.pin_first == PinFirst::Pinned
             && plan.previous_summary.is_none()
         {
-            self.report
-                .notes
-                .push("the first request is too big to keep verbatim; it is folded into the summary".into());
+            self.report.notes.push(
+                "the first request is too big to keep verbatim beside the newest turn; it is folded into the summary"
+                    .into(),
+            );
         }
         let mut head = original_head(original, &self.work, &plan);
         restore_payloads(&mut head, originals);
@@ -211,7 +212,7 @@ impl<'a> Pass<'a> {
     /// ([`tail_plan`]). The ledger must be synced to `work`.
     fn plan(&self) -> Result<Plan, NoCut> {
         let counts = message_counts(&self.ledger, &self.work);
-        let config = tail_plan(self.config, self.target, self.ledger.preamble_tokens(), &self.work, &counts);
+        let config = tail_plan(self.config, self.target, &self.work, &self.ledger);
         plan_with_counts(&self.work, &config, self.counter, &counts)
     }
 

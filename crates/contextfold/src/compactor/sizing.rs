@@ -26,8 +26,7 @@ impl CompactConfig {
                 target = target.max(smallest.target);
             }
         }
-        let counts = message_counts(&ledger, conversation);
-        (target, tail_plan(self, target, ledger.preamble_tokens(), conversation, &counts))
+        (target, tail_plan(self, target, conversation, &ledger))
     }
 }
 
@@ -50,22 +49,22 @@ pub(super) fn smallest_workable(
     work: &Conversation,
     ledger: &TokenLedger<'_>,
 ) -> Option<Smallest> {
-    let tail = newest_turn_tokens(config, work, ledger)?;
+    let clip_to = (config.max_tool_output != ClipLimit::Off).then_some(MIN_CLIP_TOKENS);
+    let tail = newest_turn_tokens(work, ledger, clip_to)?;
     let preamble = ledger.preamble_tokens();
     let summary = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
     Some(Smallest { target: preamble + summary + tail, preamble, summary, tail })
 }
 
 /// Tokens of the smallest tail a cut can leave (the messages after the last safe cut),
-/// with each tool output clipping could shorten counted at the smallest clip; `None`
-/// without a safe cut.
-fn newest_turn_tokens(config: &CompactConfig, work: &Conversation, ledger: &TokenLedger<'_>) -> Option<u64> {
+/// with each tool output over `clip_to` tokens counted as clipped to it (`None`: clipping
+/// is off); `None` without a safe cut.
+fn newest_turn_tokens(work: &Conversation, ledger: &TokenLedger<'_>, clip_to: Option<u64>) -> Option<u64> {
     let last = boundaries(&work.messages).last()?.index;
-    let clips = config.max_tool_output != ClipLimit::Off;
-    let floor = MIN_CLIP_TOKENS + BLOCK_OVERHEAD;
     let tokens = (last..work.messages.len()).map(|index| {
         let whole = ledger.message_tokens(index).unwrap_or_default();
-        let (Some(blocks), true) = (ledger.block_tokens(index), clips) else { return whole };
+        let (Some(blocks), Some(clip_to)) = (ledger.block_tokens(index), clip_to) else { return whole };
+        let floor = clip_to + BLOCK_OVERHEAD;
         let saved: u64 = (work.messages[index].content.iter().zip(blocks))
             .filter(|(block, _)| matches!(block, Block::ToolResult(_)))
             .map(|(_, &tokens)| tokens.saturating_sub(floor))
@@ -80,28 +79,33 @@ pub(super) fn message_counts(ledger: &TokenLedger<'_>, conversation: &Conversati
     (0..conversation.messages.len()).map(|index| ledger.message_tokens(index).unwrap_or_default()).collect()
 }
 
-/// The plan configuration for `work` with `counts` per message and `preamble` tokens of
-/// system prompt and tools: the tail's budget is what `target` leaves after them, the
-/// summary and a pinned first request. The first request is kept verbatim when it fits
-/// beside the newest turn (the messages after the last safe cut, which no cut can fold);
-/// otherwise it is folded into the summary.
+/// The plan configuration for `work` counted by `ledger` (synced to it): the tail's budget
+/// is what `target` leaves after the system prompt, tools, the summary and a pinned first
+/// request. The first request is kept verbatim when it fits beside the newest turn (the
+/// messages after the last safe cut, which no cut can fold, its tool outputs counted as
+/// clipping will leave them) and half the summary's budget; otherwise it is folded into the
+/// summary.
 pub(super) fn tail_plan(
     config: &CompactConfig,
     target: u64,
-    preamble: u64,
     work: &Conversation,
-    counts: &[u64],
+    ledger: &TokenLedger<'_>,
 ) -> PlanConfig {
-    let room = target.saturating_sub(preamble + summary_budget(config, target));
+    let budget = summary_budget(config, target);
+    let room = target.saturating_sub(ledger.preamble_tokens() + budget);
     let pinned = match (config.plan.pin_first, work.messages.first()) {
         (PinFirst::Pinned, Some(first)) if first.is_authored() && split_summary(first).is_none() => {
-            counts.first().copied().unwrap_or_default()
+            ledger.message_tokens(0).unwrap_or_default()
         }
         _ => 0,
     };
-    let newest_turn: u64 =
-        boundaries(&work.messages).last().map_or(0, |cut| counts.get(cut.index..).unwrap_or(&[]).iter().sum());
-    let pin_first = if pinned + newest_turn <= room { config.plan.pin_first } else { PinFirst::Folded };
+    let newest_turn = newest_turn_tokens(work, ledger, config.max_tool_output.tokens(target)).unwrap_or_default();
+    // Beside a pinned first request the summary keeps at least half its budget (and a
+    // minimal summary, where its budget holds one).
+    let minimal = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
+    let summary = (budget / 2).max(minimal).min(budget);
+    let fits = ledger.preamble_tokens() + pinned + newest_turn + summary <= target;
+    let pin_first = if fits { config.plan.pin_first } else { PinFirst::Folded };
     let tail_room = room.saturating_sub(if pin_first == PinFirst::Pinned { pinned } else { 0 });
     PlanConfig {
         max_tail_tokens: Some(config.plan.max_tail_tokens.map_or(tail_room, |max| max.min(tail_room))),

@@ -127,7 +127,66 @@ fn the_first_request_is_kept_when_it_fits() {
 #[test]
 fn a_first_request_that_does_not_fit_is_folded_and_said_so() {
     let conversation = long_first_request();
-    // Too small to keep ~800 tokens of request beside a summary and the newest turn.
-    let out = compact(&conversation, 1_500).unwrap();
+    // Too small to keep ~800 tokens of request beside the newest turn and half the
+    // summary's budget (250 tokens).
+    let out = compact(&conversation, 1_000).unwrap();
     assert!(out.report.notes.iter().any(|note| note.contains("first request is too big")), "{:?}", out.report.notes);
+}
+
+/// [`session`] ending in a call whose output (about 3,500 tokens) is the newest turn: no cut
+/// can fold it, clipping can shorten it.
+fn big_newest_output() -> Conversation {
+    let mut value = session(6, 4, 30).to_value();
+    let output: String = (0..300).map(|line| format!("test_{line} ... FAILED: assertion {line} != 0\n")).collect();
+    let messages = value["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "user", "content": "Now run the whole test suite."}));
+    messages.push(json!({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "big", "name": "Bash", "input": {"command": "pytest"}}
+    ]}));
+    messages
+        .push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "big", "content": output}]}));
+    Conversation::from_value(value).unwrap()
+}
+
+/// Regression (a 16-token first request was folded as "too big" whenever the newest turn
+/// held a big tool output, which clipping then shortened anyway): the first request is kept
+/// beside the newest turn as clipping leaves it, at several budgets.
+#[test]
+fn hardening_2_a_small_first_request_is_kept_beside_a_big_newest_output() {
+    let conversation = big_newest_output();
+    let first = &conversation.messages[0];
+    let last = conversation.messages.last().unwrap();
+    let newest = contextfold::core::count_message(Tokenizer::Estimate.counter(), last);
+    assert!(newest > 3_000, "{newest}");
+    for budget in [2_000, 3_000, 4_000, 6_000] {
+        let out = compact(&conversation, budget).unwrap();
+        let notes = &out.report.notes;
+        assert!(!notes.iter().any(|note| note.contains("first request is too big")), "{budget}: {notes:?}");
+        assert_eq!(out.conversation.messages[0].content[0], first.content[0], "{budget}: kept verbatim");
+        assert!(out.report.messages_folded > 0, "{budget}: {:?}", out.report.notes);
+        assert!(out.report.tokens_after <= budget, "{budget}: {}", out.report.tokens_after);
+    }
+}
+
+/// The corpus sessions of the report: a 27-message SWE-agent session with an 818-token
+/// request, and a Claude Code session whose 7-token request was folded at 3,000 and 4,000.
+#[test]
+fn hardening_2_corpus_first_requests_are_kept_where_they_fit() {
+    let Some(dir) = corpus_dir() else { return };
+    for (name, budgets) in [
+        ("sweagent__replay__marshmallow-code__marshmallow-1867__function_calling__marshmallow-code__marshmallow-1867.json", &[3_000, 4_000, 6_000, 8_000][..]),
+        ("claudecode-mclaude__3af9b1a7-6512-4883-ad18-320658ced099.json", &[2_000, 3_000, 4_000, 8_000]),
+    ] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let conversation = format::parse(&text, None).unwrap().conversation;
+        let compactor = Compactor::default();
+        for &budget in budgets {
+            let config = CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() };
+            let out = runtime().block_on(compactor.compact(&conversation, &config)).unwrap();
+            let notes = &out.report.notes;
+            assert!(!notes.iter().any(|note| note.contains("first request is too big")), "{name} at {budget}: {notes:?}");
+            assert_eq!(out.conversation.messages[0].content[0], conversation.messages[0].content[0], "{name} at {budget}");
+            assert!(out.report.tokens_after <= budget, "{name} at {budget}: {}", out.report.tokens_after);
+        }
+    }
 }
