@@ -12,6 +12,7 @@
 //! call until the next one, which keeps the provider's prompt cache warm.
 
 use crate::body::join_messages;
+use crate::secrets::{self, Secrets};
 use crate::state::Record;
 use crate::store::{named, ProxyStore};
 use crate::usage::Dialect;
@@ -96,6 +97,13 @@ pub struct Request<'r> {
     pub betas: &'r str,
 }
 
+impl<'r> Request<'r> {
+    /// The parts a stored record's secrets are found in and taken from.
+    fn secrets(&self) -> secrets::Request<'r> {
+        secrets::Request { messages: self.messages, system: self.system, tools: self.tools }
+    }
+}
+
 /// What to send for one request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -143,6 +151,8 @@ pub struct ConversationState {
     session: Option<SessionId>,
     /// The version of the stored state this one is (0: none stored).
     version: u64,
+    /// Where the secrets of its record are in the client's requests.
+    secrets: Secrets,
 }
 
 impl ConversationState {
@@ -178,6 +188,7 @@ impl ConversationState {
             frame,
             session,
             version: 0,
+            secrets: Secrets::default(),
         })
     }
 
@@ -203,9 +214,15 @@ impl ConversationState {
         }
     }
 
-    /// The state the store holds as `stored`.
-    fn restore(settings: &Settings, store: &ProxyStore, stored: &StoredState) -> Result<ConversationState, String> {
-        let record = Record::from_bytes(&stored.bytes)?;
+    /// The state the store holds as `stored`, its secrets taken from `request`.
+    fn restore(
+        settings: &Settings,
+        store: &ProxyStore,
+        stored: &StoredState,
+        request: &Request<'_>,
+    ) -> Result<ConversationState, String> {
+        let mut secrets = Secrets::default();
+        let record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
         let (system, tools) = record.system_and_tools()?;
         let restore = |compactor, config| {
             CompactionMiddleware::restore(compactor, config, record.middleware).map_err(|err| err.to_string())
@@ -213,24 +230,31 @@ impl ConversationState {
         let mut state =
             ConversationState::build(settings, Some(store), record.session, (record.window, system, tools), restore)?;
         state.version = stored.version;
+        state.secrets = secrets;
         Ok(state)
     }
 
-    /// The record of this state, for the store.
-    async fn record(&self) -> Result<Vec<u8>, String> {
+    /// The record of this state, for the store, sealed with the secrets of `request`.
+    async fn record(&mut self, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
         let record = Record {
             session: self.session.clone(),
             window: self.window,
             frame: self.frame.clone(),
             middleware: self.middleware.snapshot().await,
         };
-        record.to_bytes()
+        record.to_bytes(&mut self.secrets, request)
     }
 
     /// Writes this state over the version it came from; `Moved` when another replica wrote
-    /// first.
-    pub async fn save(&mut self, store: &ProxyStore, key: &str) -> Result<Put, String> {
-        let bytes = self.record().await?;
+    /// first. The secrets of its messages are taken out ([`crate::secrets`]): `request` is the
+    /// one just prepared, if any, where they are found.
+    pub async fn save(
+        &mut self,
+        store: &ProxyStore,
+        key: &str,
+        request: Option<secrets::Request<'_>>,
+    ) -> Result<Put, String> {
+        let bytes = self.record(request).await?;
         let put = store.save(key, self.version, bytes).await.map_err(|err| named(store.location(), &err))?;
         if let Put::Written(version) = put {
             self.version = version;
@@ -270,8 +294,9 @@ pub struct Place<'a> {
 }
 
 /// Brings `slot` up to the store's version of the conversation: kept when it is that
-/// version, read from the store when another process wrote a newer one.
-async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore) {
+/// version, read from the store when another process wrote a newer one (its secrets taken
+/// from `request`).
+async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
     let version = match store.version(place.key).await {
         Ok(version) => version,
         Err(err) => {
@@ -284,7 +309,7 @@ async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: 
         return;
     }
     let restored = match store.load(place.key).await {
-        Ok(Some(stored)) => ConversationState::restore(place.settings, store, &stored),
+        Ok(Some(stored)) => ConversationState::restore(place.settings, store, &stored, request),
         Ok(None) => return,
         Err(err) => Err(named(store.location(), &err)),
     };
@@ -311,11 +336,11 @@ pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, req
     };
     let mut attempt = 1;
     loop {
-        refresh(slot, place, store).await;
+        refresh(slot, place, store, request).await;
         let fresh = slot.is_none();
         let outcome = prepare_once(slot, place, request).await;
         let Some(state) = slot.as_mut() else { return outcome };
-        match state.save(store, place.key).await {
+        match state.save(store, place.key, Some(request.secrets())).await {
             Ok(Put::Written(_)) => return outcome,
             Ok(Put::Moved(_)) if attempt < ATTEMPTS => {
                 if let (true, Some(session)) = (fresh, state.session.clone()) {
