@@ -14,12 +14,12 @@
 use crate::body::join_messages;
 use crate::secrets::{self, Secrets};
 use crate::state::Record;
-use crate::store::{named, ProxyStore};
+use crate::store::ProxyStore;
 use crate::usage::Dialect;
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
-use contextfold::store::{Put, SessionId, StoredState};
+use contextfold::store::{Put, SessionId, StoreError, StoredState};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
 use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
@@ -197,13 +197,8 @@ impl ConversationState {
     async fn new(place: Place<'_>, request: &Request<'_>) -> ConversationState {
         let mut session = None;
         if let Some(store) = place.store {
-            match store.create_session(place.name.to_string()).await {
-                Ok(created) => session = Some(created),
-                Err(err) => tracing::warn!(
-                    error = %named(store.location(), &err),
-                    "contextfold serve: this conversation's compactions will not be stored"
-                ),
-            }
+            // On failure (logged by the store) its compactions go unstored.
+            session = store.create_session(place.name.to_string()).await.ok();
         }
         let window = place.settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
         let shape = (window, request.system.cloned(), request.tools.map(<[Value]>::to_vec));
@@ -247,15 +242,19 @@ impl ConversationState {
 
     /// Writes this state over the version it came from; `Moved` when another replica wrote
     /// first. The secrets of its messages are taken out ([`crate::secrets`]): `request` is the
-    /// one just prepared, if any, where they are found.
+    /// one just prepared, if any, where they are found. A failure is logged (by the store, when
+    /// it is the store's).
     pub async fn save(
         &mut self,
         store: &ProxyStore,
         key: &str,
         request: Option<secrets::Request<'_>>,
-    ) -> Result<Put, String> {
-        let bytes = self.record(request).await?;
-        let put = store.save(key, self.version, bytes).await.map_err(|err| named(store.location(), &err))?;
+    ) -> Result<Put, StoreError> {
+        let bytes = self.record(request).await.map_err(|why| {
+            tracing::warn!(error = %why, "contextfold serve: the conversation's state could not be written down");
+            StoreError::Invalid(why)
+        })?;
+        let put = store.save(key, self.version, bytes).await?;
         if let Put::Written(version) = put {
             self.version = version;
         }
@@ -297,22 +296,14 @@ pub struct Place<'a> {
 /// version, read from the store when another process wrote a newer one (its secrets taken
 /// from `request`).
 async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
-    let version = match store.version(place.key).await {
-        Ok(version) => version,
-        Err(err) => {
-            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: going on from memory");
-            return;
-        }
-    };
+    // On failure (logged by the store) it goes on from memory.
+    let Ok(version) = store.version(place.key).await else { return };
     let held = slot.as_ref().map_or(0, |state| state.version);
     if version == 0 || version == held {
         return;
     }
-    let restored = match store.load(place.key).await {
-        Ok(Some(stored)) => ConversationState::restore(place.settings, store, &stored, request),
-        Ok(None) => return,
-        Err(err) => Err(named(store.location(), &err)),
-    };
+    let Ok(Some(stored)) = store.load(place.key).await else { return };
+    let restored = ConversationState::restore(place.settings, store, &stored, request);
     match restored {
         Ok(state) => *slot = Some(state),
         Err(why) => tracing::warn!(error = %why, "contextfold serve: the stored conversation state is not usable"),
@@ -327,13 +318,8 @@ const ATTEMPTS: usize = 3;
 /// on its first request, or read from the store when another process went on with it).
 pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
     let Some(store) = place.store else { return prepare_once(slot, place, request).await };
-    let _lock = match store.lock(place.key).await {
-        Ok(lock) => Some(lock),
-        Err(err) => {
-            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: preparing without the lock");
-            None
-        }
-    };
+    // Without the lock (the store failed, and said so) the compare-and-swap still guards.
+    let _lock = store.lock(place.key).await.ok();
     let mut attempt = 1;
     loop {
         refresh(slot, place, store, request).await;
@@ -354,10 +340,7 @@ pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, req
                 state.version = 0;
                 return outcome;
             }
-            Err(why) => {
-                tracing::warn!(error = %why, "contextfold serve: the conversation's state was not stored");
-                return outcome;
-            }
+            Err(_) => return outcome,
         }
     }
 }

@@ -109,6 +109,16 @@ impl Client {
         self.take(&answer);
     }
 
+    /// [`Client::step`], or why the proxy gave no answer (the history unchanged then).
+    pub(crate) fn try_step(&mut self, addr: &str) -> Result<(), String> {
+        let (status, answer) = try_post(addr, &self.body())?;
+        if status != "HTTP/1.1 200 OK" {
+            return Err(format!("{}: {status}: {answer}", self.name));
+        }
+        self.take(&answer);
+        Ok(())
+    }
+
     /// Takes the proxy's `answer` into the history, with the tool's output.
     fn take(&mut self, answer: &str) {
         let answer: Value = serde_json::from_str(answer).expect("a JSON answer");
@@ -125,6 +135,21 @@ impl Client {
             .push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
         self.turn += 1;
     }
+}
+
+/// Posts the Messages request `body` to the proxy at `addr`: the status line and body, or why
+/// there is none (the connection refused, or closed without an answer).
+pub(crate) fn try_post(addr: &str, body: &str) -> Result<(String, String), String> {
+    let mut stream = TcpStream::connect(addr).map_err(|err| format!("connecting to {addr}: {err}"))?;
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(120)));
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\nx-api-key: sk-ant-api03-cli-test\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|err| format!("sending to {addr}: {err}"))?;
+    let (head, body) = read_message(&mut stream).ok_or_else(|| format!("{addr} closed without an answer"))?;
+    Ok((head.lines().next().unwrap_or_default().to_string(), String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// Fake credentials as conversation `name`'s tool output shows them.
