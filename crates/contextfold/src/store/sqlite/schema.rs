@@ -66,7 +66,7 @@ DROP TABLE search;
 ALTER TABLE search_v3 RENAME TO search;
 "#,
     // 4: conversation state, one versioned value per key (see `store::state`).
-    "CREATE TABLE states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
+    "CREATE TABLE IF NOT EXISTS states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
 ];
 
 /// The schema version this build writes.
