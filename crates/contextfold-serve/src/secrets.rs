@@ -13,10 +13,11 @@
 
 use crate::state::Record;
 use contextfold::redact::Redactor;
+use contextfold_core::hash::hash_bytes;
 use contextfold_core::{Message, System};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A masked secret in a stored record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,10 +59,13 @@ pub struct Request<'r> {
 }
 
 /// Where this conversation's secrets were found, remembered in memory (never stored), so that
-/// a record is sealed without searching the history again for a secret seen before.
+/// a record is sealed without searching the history again for a secret seen before; and
+/// which strings of the last record held none, so that only new strings are searched (a
+/// record repeats most of the previous one's).
 #[derive(Debug, Default)]
 pub struct Secrets {
     known: HashMap<String, Place>,
+    clean: HashSet<(u64, usize)>,
 }
 
 impl Secrets {
@@ -71,16 +75,29 @@ impl Secrets {
         let redactor = Redactor::default();
         let mut search = request.map(Search::new);
         let mut holes = Vec::new();
+        let before = std::mem::take(&mut self.clean);
         visit_strings(record, &mut String::new(), &mut |at, text| {
+            let seen = (hash_bytes(text.as_bytes()), text.len());
+            if before.contains(&seen) {
+                self.clean.insert(seen);
+                return;
+            }
             let findings = redactor.find(text);
             if findings.is_empty() {
+                self.clean.insert(seen);
                 return;
             }
             let mut masked = String::with_capacity(text.len());
             let mut end = 0;
             for finding in findings {
                 let secret = &text[finding.range.clone()];
-                let from = match self.known.get(secret) {
+                // A place seen before, if the request still holds the secret there (a client
+                // that edited its history may have moved it).
+                let known = self.known.get(secret).filter(|place| match search.as_mut() {
+                    Some(search) => search.at(place).as_deref() == Some(secret),
+                    None => true,
+                });
+                let from = match known {
                     Some(place) => Some(place.clone()),
                     None => search.as_mut().and_then(|search| search.find(secret)),
                 };
@@ -238,7 +255,12 @@ mod tests {
         let original = json!({"working": [history[1].to_value(), {"text": format!("cut: {clipped}… [REDACTED:jwt]")}],
             "frame": {"system": format!("export AWS_ACCESS_KEY_ID={AWS}")}});
         let mut record = original.clone();
-        let holes = Secrets::default().seal(&mut record, Some(request));
+        let mut secrets = Secrets::default();
+        let holes = secrets.seal(&mut record, Some(request));
+        // Sealed again (the strings without secrets remembered), it comes out the same.
+        let mut again = original.clone();
+        assert_eq!(secrets.seal(&mut again, Some(request)), holes);
+        assert_eq!(again, record);
         let stored = serde_json::to_string(&(&record, &holes)).unwrap();
         for secret in [KEY, AWS, clipped] {
             assert!(!stored.contains(secret), "{stored}");
@@ -254,6 +276,24 @@ mod tests {
         let mut read: Value = serde_json::from_str::<(Value, Vec<Hole>)>(&stored).unwrap().0;
         Secrets::default().unseal(&mut read, &holes, request);
         assert_eq!(read, original);
+    }
+
+    #[test]
+    fn a_place_seen_before_is_checked_against_the_request() {
+        let first = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
+        let mut secrets = Secrets::default();
+        let mut record = json!({"text": format!("saw {AWS}")});
+        let holes = secrets.seal(&mut record, Some(Request { messages: &first, system: None, tools: None }));
+        assert_eq!(holes[0].from.as_ref().and_then(|place| place.message), Some(0));
+        // The client rewrote its history: the key is now in its second message only.
+        let edited = vec![
+            message(json!({"role": "user", "content": "start over"})),
+            message(json!({"role": "user", "content": format!("the key: {AWS}")})),
+        ];
+        let mut record = json!({"text": format!("saw {AWS}")});
+        let holes = secrets.seal(&mut record, Some(Request { messages: &edited, system: None, tools: None }));
+        let place = holes[0].from.clone().expect("found");
+        assert_eq!((place.message, place.start), (Some(1), 9));
     }
 
     #[test]
