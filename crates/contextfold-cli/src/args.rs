@@ -207,10 +207,13 @@ so is a request with the header `x-contextfold: off`.
 The window is --window, else the model's (a table of current Claude and OpenAI models; 1m
 for Sonnet 4 and 4.5 with the context-1m-2025-08-07 beta), else 200k.
 
-Each conversation's compactions (its history, every removed payload, the summaries and
-reports) are kept in the store: --store PATH|URL, else the one CONTEXTFOLD_STORE_URL names,
-else .contextfold/store.db; read it with contextfold sessions, recall and search. Secrets are
-masked in what is stored unless --no-redact. --no-store keeps everything in memory.
+Each conversation's state and compactions (its history, every removed payload, the summaries
+and reports) are kept in the store: --store PATH|URL, else the one CONTEXTFOLD_STORE_URL names,
+else .contextfold/store.db; read it with contextfold sessions, recall and search. Replicas
+sharing one PostgreSQL store (postgres://user@host/db; pool_max_conns=N bounds its
+connections) send the same prefix for a conversation whichever serves it. Secrets are masked
+in what is stored unless --no-redact, and never kept in a conversation's state. --no-store
+keeps everything in memory.
 
 One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.

@@ -10,15 +10,26 @@
 //!   requests per second, directly and through the proxy (default window: no compaction;
 //!   and a 24k window, where the conversations compact);
 //! - **memory per idle conversation held**: the growth of the live heap (a counting
-//!   allocator) after conversations of 40 and of 400 messages have each made one call.
+//!   allocator) after conversations of 40 and of 400 messages have each made one call;
+//! - **stores and replicas** (`-- stores`): what keeping each conversation's state in the
+//!   store adds to a request (its lock, the version check, the state written back; on a
+//!   replica that did not serve the conversation's previous call, the state read and
+//!   restored), p50/p99 over a direct call, with no store, a SQLite file and PostgreSQL
+//!   (`CONTEXTFOLD_BENCH_POSTGRES_URL` or `CONTEXTFOLD_TEST_POSTGRES_URL`; the bench writes
+//!   its conversations into that database), with one replica and with two sharing the store
+//!   (calls alternating between them, no stickiness); and requests per second with 50
+//!   conversations at once.
 //!
-//! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute). Everything runs
-//! in this process on 127.0.0.1: the client, the proxy and the upstream share the machine.
+//! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), or `-- stores`
+//! for the stores alone. Everything runs in this process on 127.0.0.1: the client, the
+//! proxies (two replicas are two proxies with a store each) and the upstream share the
+//! machine.
 
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use contextfold::compactor::Compactor;
+use contextfold::store::StoreLocation;
 use contextfold_core::tokens::Tokenizer;
 use contextfold_serve::{Proxy, ServeConfig};
 use serde_json::{json, Value};
@@ -66,6 +77,10 @@ fn main() {
     runtime.block_on(async {
         let upstream = upstream().await;
         println!("contextfold serve benchmark ({} cores)", std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if std::env::args().any(|arg| arg == "stores") {
+            stores(&upstream).await;
+            return;
+        }
         latency(&upstream).await;
         throughput(&upstream, None, "default window, no compaction").await;
         throughput(&upstream, Some(24_000), "24k window, compacting").await;
@@ -117,7 +132,13 @@ async fn upstream() -> String {
 
 /// A proxy in front of `upstream`, with `window` (the model's when `None`).
 async fn proxy(upstream: &str, window: Option<u64>) -> String {
+    proxy_with(upstream, window, None).await
+}
+
+/// [`proxy`], keeping conversations in the store at `store`.
+async fn proxy_with(upstream: &str, window: Option<u64>, store: Option<StoreLocation>) -> String {
     let config = ServeConfig {
+        store,
         listen: "127.0.0.1:0".parse().unwrap(),
         upstream: upstream.to_string(),
         window,
@@ -302,4 +323,89 @@ async fn memory(upstream: &str, messages: usize, conversations: usize) {
         grown as f64 / conversations as f64 / 1e3,
         grown as f64 / conversations as f64 / size as f64
     );
+}
+
+/// Messages of the conversations the store section measures (about 60 KB a request).
+const STORE_MESSAGES: usize = 120;
+/// Conversations measured per setup, and measured calls each.
+const STORE_CONVERSATIONS: usize = 60;
+const STORE_CALLS: usize = 4;
+
+async fn stores(upstream: &str) {
+    let dir = std::env::temp_dir().join(format!("contextfold-proxy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let mut setups = vec![("no store", None), ("SQLite", Some(StoreLocation::File(dir.join("store.db"))))];
+    let url = std::env::var("CONTEXTFOLD_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("CONTEXTFOLD_TEST_POSTGRES_URL"))
+        .ok()
+        .filter(|url| !url.is_empty());
+    match url.map(|url| StoreLocation::parse(&url)) {
+        Some(Ok(location)) => setups.push(("PostgreSQL", Some(location))),
+        Some(Err(err)) => println!("notice: the PostgreSQL URL is not usable: {err}"),
+        None => println!("notice: no PostgreSQL server named; no store and SQLite only"),
+    }
+    let size = body(0, STORE_MESSAGES, false).len();
+    println!(
+        "stores: {STORE_CONVERSATIONS} conversations of {STORE_MESSAGES} messages ({} KB a request), {STORE_CALLS} calls each measured (2 new messages a call)",
+        size / 1000
+    );
+    let http = client();
+    let mut first_id = 200_000 + (std::process::id() as usize % 1000) * 10_000;
+    for (name, store) in &setups {
+        for replicas in [1, 2] {
+            if store.is_none() && replicas == 2 {
+                continue;
+            }
+            let mut bases = Vec::new();
+            for _ in 0..replicas {
+                bases.push(proxy_with(upstream, None, store.clone()).await);
+            }
+            let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+            for id in first_id..first_id + STORE_CONVERSATIONS {
+                // Its first call (every message read and counted, the conversation created).
+                call(&http, &bases[0], id, body(id, STORE_MESSAGES, false), false).await;
+                for step in 1..=STORE_CALLS {
+                    let grown = body(id, STORE_MESSAGES + 2 * step, false);
+                    let base = &bases[step % replicas];
+                    let (d, p) = if step % 2 == 0 {
+                        let d = call(&http, upstream, id, grown.clone(), false).await.0;
+                        (d, call(&http, base, id, grown, false).await.0)
+                    } else {
+                        let p = call(&http, base, id, grown.clone(), false).await.0;
+                        (call(&http, upstream, id, grown, false).await.0, p)
+                    };
+                    direct.push(d.as_secs_f64() * 1e3);
+                    proxied.push(p.as_secs_f64() * 1e3);
+                }
+            }
+            first_id += STORE_CONVERSATIONS;
+            let replicas_named = if replicas == 1 { "1 replica" } else { "2 replicas" };
+            report(&format!("{name}, {replicas_named}: next call"), &mut direct, &mut proxied);
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..CONCURRENT)
+                .map(|index| {
+                    let (bases, id) = (bases.clone(), first_id + index);
+                    tokio::spawn(async move {
+                        let client = client();
+                        for step in 0..CALLS_EACH {
+                            let base = &bases[(index + step) % bases.len()];
+                            call(&client, base, id, body(id, 21 + 2 * step, false), false).await;
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.expect("a conversation");
+            }
+            first_id += CONCURRENT;
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "{:<44} {} requests of {CONCURRENT} conversations at once in {seconds:.2} s = {:.0} requests/s",
+                format!("{name}, {replicas_named}: throughput"),
+                CONCURRENT * CALLS_EACH,
+                (CONCURRENT * CALLS_EACH) as f64 / seconds
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -12,13 +12,14 @@
 //! call until the next one, which keeps the provider's prompt cache warm.
 
 use crate::body::join_messages;
+use crate::secrets::{self, Secrets};
 use crate::state::Record;
-use crate::store::{named, ProxyStore};
+use crate::store::ProxyStore;
 use crate::usage::Dialect;
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
-use contextfold::store::{Put, SessionId, StoredState};
+use contextfold::store::{Put, SessionId, StoreError, StoredState};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
 use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
@@ -96,6 +97,13 @@ pub struct Request<'r> {
     pub betas: &'r str,
 }
 
+impl<'r> Request<'r> {
+    /// The parts a stored record's secrets are found in and taken from.
+    fn secrets(&self) -> secrets::Request<'r> {
+        secrets::Request { messages: self.messages, system: self.system, tools: self.tools }
+    }
+}
+
 /// What to send for one request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -143,6 +151,8 @@ pub struct ConversationState {
     session: Option<SessionId>,
     /// The version of the stored state this one is (0: none stored).
     version: u64,
+    /// Where the secrets of its record are in the client's requests.
+    secrets: Secrets,
 }
 
 impl ConversationState {
@@ -178,6 +188,7 @@ impl ConversationState {
             frame,
             session,
             version: 0,
+            secrets: Secrets::default(),
         })
     }
 
@@ -186,13 +197,8 @@ impl ConversationState {
     async fn new(place: Place<'_>, request: &Request<'_>) -> ConversationState {
         let mut session = None;
         if let Some(store) = place.store {
-            match store.create_session(place.name.to_string()).await {
-                Ok(created) => session = Some(created),
-                Err(err) => tracing::warn!(
-                    error = %named(store.location(), &err),
-                    "contextfold serve: this conversation's compactions will not be stored"
-                ),
-            }
+            // On failure (logged by the store) its compactions go unstored.
+            session = store.create_session(place.name.to_string()).await.ok();
         }
         let window = place.settings.window.unwrap_or_else(|| model_window(request.model, request.betas));
         let shape = (window, request.system.cloned(), request.tools.map(<[Value]>::to_vec));
@@ -203,9 +209,15 @@ impl ConversationState {
         }
     }
 
-    /// The state the store holds as `stored`.
-    fn restore(settings: &Settings, store: &ProxyStore, stored: &StoredState) -> Result<ConversationState, String> {
-        let record = Record::from_bytes(&stored.bytes)?;
+    /// The state the store holds as `stored`, its secrets taken from `request`.
+    fn restore(
+        settings: &Settings,
+        store: &ProxyStore,
+        stored: &StoredState,
+        request: &Request<'_>,
+    ) -> Result<ConversationState, String> {
+        let mut secrets = Secrets::default();
+        let record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
         let (system, tools) = record.system_and_tools()?;
         let restore = |compactor, config| {
             CompactionMiddleware::restore(compactor, config, record.middleware).map_err(|err| err.to_string())
@@ -213,25 +225,36 @@ impl ConversationState {
         let mut state =
             ConversationState::build(settings, Some(store), record.session, (record.window, system, tools), restore)?;
         state.version = stored.version;
+        state.secrets = secrets;
         Ok(state)
     }
 
-    /// The record of this state, for the store.
-    async fn record(&self) -> Result<Vec<u8>, String> {
+    /// The record of this state, for the store, sealed with the secrets of `request`.
+    async fn record(&mut self, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
         let record = Record {
             session: self.session.clone(),
             window: self.window,
             frame: self.frame.clone(),
             middleware: self.middleware.snapshot().await,
         };
-        record.to_bytes()
+        record.to_bytes(&mut self.secrets, request)
     }
 
     /// Writes this state over the version it came from; `Moved` when another replica wrote
-    /// first.
-    pub async fn save(&mut self, store: &ProxyStore, key: &str) -> Result<Put, String> {
-        let bytes = self.record().await?;
-        let put = store.save(key, self.version, bytes).await.map_err(|err| named(store.location(), &err))?;
+    /// first. The secrets of its messages are taken out ([`crate::secrets`]): `request` is the
+    /// one just prepared, if any, where they are found. A failure is logged (by the store, when
+    /// it is the store's).
+    pub async fn save(
+        &mut self,
+        store: &ProxyStore,
+        key: &str,
+        request: Option<secrets::Request<'_>>,
+    ) -> Result<Put, StoreError> {
+        let bytes = self.record(request).await.map_err(|why| {
+            tracing::warn!(error = %why, "contextfold serve: the conversation's state could not be written down");
+            StoreError::Invalid(why)
+        })?;
+        let put = store.save(key, self.version, bytes).await?;
         if let Put::Written(version) = put {
             self.version = version;
         }
@@ -270,24 +293,17 @@ pub struct Place<'a> {
 }
 
 /// Brings `slot` up to the store's version of the conversation: kept when it is that
-/// version, read from the store when another process wrote a newer one.
-async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore) {
-    let version = match store.version(place.key).await {
-        Ok(version) => version,
-        Err(err) => {
-            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: going on from memory");
-            return;
-        }
-    };
+/// version, read from the store when another process wrote a newer one (its secrets taken
+/// from `request`).
+async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
+    // On failure (logged by the store) it goes on from memory.
+    let Ok(version) = store.version(place.key).await else { return };
     let held = slot.as_ref().map_or(0, |state| state.version);
     if version == 0 || version == held {
         return;
     }
-    let restored = match store.load(place.key).await {
-        Ok(Some(stored)) => ConversationState::restore(place.settings, store, &stored),
-        Ok(None) => return,
-        Err(err) => Err(named(store.location(), &err)),
-    };
+    let Ok(Some(stored)) = store.load(place.key).await else { return };
+    let restored = ConversationState::restore(place.settings, store, &stored, request);
     match restored {
         Ok(state) => *slot = Some(state),
         Err(why) => tracing::warn!(error = %why, "contextfold serve: the stored conversation state is not usable"),
@@ -302,20 +318,15 @@ const ATTEMPTS: usize = 3;
 /// on its first request, or read from the store when another process went on with it).
 pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
     let Some(store) = place.store else { return prepare_once(slot, place, request).await };
-    let _lock = match store.lock(place.key).await {
-        Ok(lock) => Some(lock),
-        Err(err) => {
-            tracing::warn!(error = %named(store.location(), &err), "contextfold serve: preparing without the lock");
-            None
-        }
-    };
+    // Without the lock (the store failed, and said so) the compare-and-swap still guards.
+    let _lock = store.lock(place.key).await.ok();
     let mut attempt = 1;
     loop {
-        refresh(slot, place, store).await;
+        refresh(slot, place, store, request).await;
         let fresh = slot.is_none();
         let outcome = prepare_once(slot, place, request).await;
         let Some(state) = slot.as_mut() else { return outcome };
-        match state.save(store, place.key).await {
+        match state.save(store, place.key, Some(request.secrets())).await {
             Ok(Put::Written(_)) => return outcome,
             Ok(Put::Moved(_)) if attempt < ATTEMPTS => {
                 if let (true, Some(session)) = (fresh, state.session.clone()) {
@@ -329,10 +340,7 @@ pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, req
                 state.version = 0;
                 return outcome;
             }
-            Err(why) => {
-                tracing::warn!(error = %why, "contextfold serve: the conversation's state was not stored");
-                return outcome;
-            }
+            Err(_) => return outcome,
         }
     }
 }

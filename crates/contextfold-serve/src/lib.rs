@@ -47,6 +47,7 @@ mod prepare;
 mod proxy;
 mod relay;
 mod route;
+mod secrets;
 mod session;
 mod state;
 mod store;

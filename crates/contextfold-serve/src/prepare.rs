@@ -77,7 +77,7 @@ pub async fn compact(
             // The calibration reaches the store too, unless another replica went on first.
             if state.observe_usage(call, tokens) {
                 if let Some(store) = &store {
-                    let _ = state.save(store, &key).await;
+                    let _ = state.save(store, &key, None).await;
                 }
             }
         });

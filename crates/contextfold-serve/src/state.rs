@@ -1,8 +1,10 @@
 //! A conversation's state as the store keeps it, so that a restarted proxy or another
 //! replica goes on with the conversation exactly where this one left it: the middleware's
 //! snapshot, with what configured it (the window, and the system prompt and tools its first
-//! request had), and the store session its compactions go to. Serialized as JSON.
+//! request had), and the store session its compactions go to. Serialized as JSON, sealed
+//! ([`crate::secrets`]): the record's secrets are masked and only their places kept.
 
+use crate::secrets::{self, Hole, Secrets};
 use contextfold::middleware::MiddlewareState;
 use contextfold::store::SessionId;
 use contextfold_core::{Conversation, System};
@@ -45,13 +47,26 @@ impl Record {
         Ok((conversation.system, conversation.tools))
     }
 
-    /// Its bytes in the store.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        serde_json::to_vec(self).map_err(|err| err.to_string())
+    /// Its bytes in the store: sealed, with where in `request` (or a request `secrets` saw
+    /// before) each secret is.
+    pub fn to_bytes(&self, secrets: &mut Secrets, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
+        let mut record = serde_json::to_value(self).map_err(|err| err.to_string())?;
+        let holes = secrets.seal(&mut record, request);
+        serde_json::to_vec(&Sealed { record, secrets: holes }).map_err(|err| err.to_string())
     }
 
-    /// Reads bytes written by [`Record::to_bytes`].
-    pub fn from_bytes(bytes: &[u8]) -> Result<Record, String> {
-        serde_json::from_slice(bytes).map_err(|err| err.to_string())
+    /// Reads bytes written by [`Record::to_bytes`], each secret taken from `request`.
+    pub fn from_bytes(bytes: &[u8], secrets: &mut Secrets, request: secrets::Request<'_>) -> Result<Record, String> {
+        let Sealed { mut record, secrets: holes } = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
+        secrets.unseal(&mut record, &holes, request);
+        serde_json::from_value(record).map_err(|err| err.to_string())
     }
+}
+
+/// A record as stored: masked, and where its secrets are.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    record: Value,
+    secrets: Vec<Hole>,
 }

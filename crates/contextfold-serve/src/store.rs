@@ -6,17 +6,62 @@
 //! client's history, every payload a pointer or clip marker names, the summaries and the
 //! reports, so `contextfold sessions`, `recall` and `search` work on the proxy's store as on
 //! the one `compact --store` writes.
+//!
+//! A store that fails (a database that went away) does not stop the proxy: requests go on
+//! from what memory holds, and the failure is logged when it starts and then at most once a
+//! minute while it lasts, not once per request; the first call that works again says so.
 
 use contextfold::store::{
     ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
 };
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a store that keeps failing is logged.
+const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// The store behind the proxy.
 #[derive(Clone)]
 pub struct ProxyStore {
     location: StoreLocation,
     store: Arc<dyn ConversationStore>,
+    health: Arc<Health>,
+}
+
+/// The store's failures since it last worked, and when they were last logged.
+#[derive(Debug, Default)]
+struct Health {
+    failures: AtomicU64,
+    logged: Mutex<Option<Instant>>,
+}
+
+impl Health {
+    fn failed(&self, doing: &str, error: &str) {
+        let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if logged.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            *logged = Some(Instant::now());
+            tracing::warn!(
+                error,
+                failures,
+                "contextfold serve: the store failed {doing}; requests go on from memory and their state is not \
+                 stored until it works again (logged at most once a minute)"
+            );
+        }
+    }
+
+    fn worked(&self) {
+        if self.failures.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let failures = self.failures.swap(0, Ordering::Relaxed);
+        if failures > 0 {
+            *logged = None;
+            tracing::info!(failures, "contextfold serve: the store works again");
+        }
+    }
 }
 
 impl std::fmt::Debug for ProxyStore {
@@ -38,7 +83,7 @@ impl ProxyStore {
         let opening = location.clone();
         let opened = off_runtime(move || opening.open_conversations()).await;
         match opened {
-            Ok(store) => Ok(ProxyStore { location, store }),
+            Ok(store) => Ok(ProxyStore { location, store, health: Arc::default() }),
             Err(err) => Err(OpenError { message: named(&location, &err) }),
         }
     }
@@ -56,37 +101,46 @@ impl ProxyStore {
     /// Creates a session named `name` for a new conversation.
     pub async fn create_session(&self, name: String) -> Result<SessionId, StoreError> {
         let store = self.store.clone();
-        off_runtime(move || store.create_session(&name)).await
+        self.noted("creating a conversation's session", off_runtime(move || store.create_session(&name)).await)
     }
 
     /// Deletes a session made for a conversation another replica had started first.
     pub async fn delete_session(&self, session: SessionId) -> Result<bool, StoreError> {
         let store = self.store.clone();
-        off_runtime(move || store.delete_session(&session)).await
+        self.noted("deleting a session", off_runtime(move || store.delete_session(&session)).await)
     }
 
     /// Takes conversation `key`'s lock, waiting for any other replica that holds it.
     pub async fn lock(&self, key: &str) -> Result<StateLock, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
-        off_runtime(move || store.lock_state(&key)).await
+        self.noted("taking a conversation's lock", off_runtime(move || store.lock_state(&key)).await)
     }
 
     /// The version of conversation `key`'s stored state (0: none).
     pub async fn version(&self, key: &str) -> Result<u64, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
-        off_runtime(move || store.state_version(&key)).await
+        self.noted("reading a conversation's state version", off_runtime(move || store.state_version(&key)).await)
     }
 
     /// Conversation `key`'s stored state.
     pub async fn load(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
-        off_runtime(move || store.state(&key)).await
+        self.noted("reading a conversation's state", off_runtime(move || store.state(&key)).await)
     }
 
     /// Writes conversation `key`'s state over version `expected`.
     pub async fn save(&self, key: &str, expected: u64, bytes: Vec<u8>) -> Result<Put, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
-        off_runtime(move || store.put_state(&key, expected, &bytes)).await
+        self.noted("writing a conversation's state", off_runtime(move || store.put_state(&key, expected, &bytes)).await)
+    }
+
+    /// `result`, its failure logged (at most once a minute while the store fails).
+    fn noted<T>(&self, doing: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        match &result {
+            Ok(_) => self.health.worked(),
+            Err(err) => self.health.failed(doing, &named(&self.location, err)),
+        }
+        result
     }
 }
 

@@ -11,6 +11,7 @@ mod oversized_cli;
 mod plot_cli;
 mod responses_cli;
 mod serve_cli;
+mod serve_faults_cli;
 mod serve_state_cli;
 mod store_cli;
 mod store_postgres_cli;

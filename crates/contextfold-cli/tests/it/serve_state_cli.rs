@@ -1,7 +1,9 @@
 //! Conversation state in the store, as users run `contextfold serve`: a proxy stopped
 //! mid-conversation and started again on the same store sends the same requests an
 //! uninterrupted one sends, and two replicas sharing one PostgreSQL database, taking a
-//! conversation's calls in turns at random, send what a single replica sends.
+//! conversation's calls in turns at random, send what a single replica sends: the same
+//! pointers and summaries, each conversation's its own, and the secrets of the client's
+//! history, which the store never holds.
 //!
 //! A scripted upstream on 127.0.0.1 answers each agent with a tool call per turn (picked by
 //! the number of assistant messages in the request) and records every body it receives.
@@ -11,6 +13,7 @@
 
 use crate::serve_cli::{post_body, read_message, serve, Served};
 use crate::store_postgres_cli::Database;
+use contextfold::core::summary::SUMMARY_PREFIX;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,13 +25,13 @@ use std::sync::{Arc, Mutex};
 type Received = Arc<Mutex<BTreeMap<(String, usize), String>>>;
 
 /// The scripted upstream.
-struct Scripted {
-    url: String,
+pub(crate) struct Scripted {
+    pub(crate) url: String,
     received: Received,
 }
 
 impl Scripted {
-    fn start() -> Scripted {
+    pub(crate) fn start() -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
         let url = format!("http://{}", listener.local_addr().expect("an address"));
         let received: Received = Arc::default();
@@ -42,7 +45,7 @@ impl Scripted {
         Scripted { url, received }
     }
 
-    fn take(&self) -> BTreeMap<(String, usize), String> {
+    pub(crate) fn take(&self) -> BTreeMap<(String, usize), String> {
         std::mem::take(&mut *self.received.lock().unwrap())
     }
 }
@@ -77,20 +80,20 @@ fn answer(mut stream: TcpStream, kept: &Mutex<BTreeMap<(String, usize), String>>
 }
 
 /// One agent's side of a conversation.
-struct Client {
+pub(crate) struct Client {
     name: String,
     messages: Vec<Value>,
-    turn: usize,
+    pub(crate) turn: usize,
 }
 
 impl Client {
-    fn new(name: &str) -> Client {
+    pub(crate) fn new(name: &str) -> Client {
         let task = json!({"role": "user", "content": format!("[{name}] map the module {name} and fix its bug")});
         Client { name: name.to_string(), messages: vec![task], turn: 0 }
     }
 
     /// The next request's body; `x_turn` tells the upstream which call it is.
-    fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         json!({"model": "claude-sonnet-4-5", "max_tokens": 512, "x_turn": self.turn,
             "system": [{"type": "text", "text": "You are a careful coding agent."}],
             "tools": [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}}],
@@ -100,14 +103,33 @@ impl Client {
     }
 
     /// Sends the next request to the proxy at `addr` and takes its answer into the history.
-    fn step(&mut self, addr: &str) {
+    pub(crate) fn step(&mut self, addr: &str) {
         let (status, answer) = post_body(addr, &self.body());
         assert_eq!(status, "HTTP/1.1 200 OK", "{}: {answer}", self.name);
-        let answer: Value = serde_json::from_str(&answer).expect("a JSON answer");
+        self.take(&answer);
+    }
+
+    /// [`Client::step`], or why the proxy gave no answer (the history unchanged then).
+    pub(crate) fn try_step(&mut self, addr: &str) -> Result<(), String> {
+        let (status, answer) = try_post(addr, &self.body())?;
+        if status != "HTTP/1.1 200 OK" {
+            return Err(format!("{}: {status}: {answer}", self.name));
+        }
+        self.take(&answer);
+        Ok(())
+    }
+
+    /// Takes the proxy's `answer` into the history, with the tool's output.
+    fn take(&mut self, answer: &str) {
+        let answer: Value = serde_json::from_str(answer).expect("a JSON answer");
         let id = answer["content"][1]["id"].as_str().expect("a tool call").to_string();
-        let output: String = (0..40)
+        let mut output: String = (0..40)
             .map(|line| format!("{} {id} {line}: let value_{line} = compute({line}); // {}\n", self.name, self.turn))
             .collect();
+        if self.turn % 5 == 2 {
+            // The tool printed the environment.
+            output += &secrets(&self.name).join("\n");
+        }
         self.messages.push(json!({"role": "assistant", "content": answer["content"]}));
         self.messages
             .push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
@@ -115,8 +137,80 @@ impl Client {
     }
 }
 
+/// Posts the Messages request `body` to the proxy at `addr`: the status line and body, or why
+/// there is none (the connection refused, or closed without an answer).
+pub(crate) fn try_post(addr: &str, body: &str) -> Result<(String, String), String> {
+    let mut stream = TcpStream::connect(addr).map_err(|err| format!("connecting to {addr}: {err}"))?;
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(120)));
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\nx-api-key: sk-ant-api03-cli-test\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|err| format!("sending to {addr}: {err}"))?;
+    let (head, body) = read_message(&mut stream).ok_or_else(|| format!("{addr} closed without an answer"))?;
+    Ok((head.lines().next().unwrap_or_default().to_string(), String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Fake credentials as conversation `name`'s tool output shows them.
+fn secrets(name: &str) -> [String; 3] {
+    [
+        format!("GITHUB_TOKEN=ghp_{name}Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2"),
+        format!("export AWS_SECRET_ACCESS_KEY=\"{name}wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKE\""),
+        format!("curl -H 'Authorization: Bearer sk-ant-oat01-{name}Hk3Lm9Np2Qr5St8Uv1Wx4Yz7Ab0Cd3Ef6'"),
+    ]
+}
+
+/// The secret value of each of [`secrets`].
+fn secret_values(name: &str) -> Vec<String> {
+    secrets(name)
+        .iter()
+        .map(|line| line.rsplit(['=', ' ']).next().unwrap().trim_matches(['"', '\'']).to_string())
+        .collect()
+}
+
+/// Every text the store's tables hold in the database at `url` (the state records decoded).
+pub(crate) fn table_texts(url: &str) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connects");
+        let connection = tokio::spawn(connection);
+        let tables = client
+            .query("SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'contextfold'", &[])
+            .await
+            .expect("the tables");
+        let mut text = String::new();
+        for table in tables {
+            let table: String = table.get(0);
+            let rows =
+                client.query(&format!("SELECT t::text FROM contextfold.{table} AS t"), &[]).await.expect("the rows");
+            text.extend(rows.iter().map(|row| row.get::<_, String>(0)));
+        }
+        let states =
+            client.query("SELECT convert_from(state, 'UTF8') FROM contextfold.states", &[]).await.expect("the states");
+        text.extend(states.iter().map(|row| row.get::<_, String>(0)));
+        drop(client);
+        let _ = connection.await;
+        text
+    })
+}
+
+/// The texts of the summary blocks in a request body.
+fn summaries(body: &str) -> Vec<String> {
+    let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let mut found = Vec::new();
+    for message in request["messages"].as_array().into_iter().flatten() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if let Some(text) = block["text"].as_str().filter(|text| text.starts_with(SUMMARY_PREFIX)) {
+                found.push(text.to_string());
+            }
+        }
+    }
+    found
+}
+
 /// A deterministic choice of replica per call (xorshift).
-fn choices(seed: u64, count: usize, replicas: usize) -> Vec<usize> {
+pub(crate) fn choices(seed: u64, count: usize, replicas: usize) -> Vec<usize> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..count)
         .map(|_| {
@@ -130,7 +224,7 @@ fn choices(seed: u64, count: usize, replicas: usize) -> Vec<usize> {
 
 /// Runs `clients` for `turns` more calls each, all at once, call `i` of client `c` going to
 /// `pick(c, i)`'s address.
-fn run(clients: &mut [Client], turns: usize, addrs: &[String], pick: impl Fn(usize, usize) -> usize + Sync) {
+pub(crate) fn run(clients: &mut [Client], turns: usize, addrs: &[String], pick: impl Fn(usize, usize) -> usize + Sync) {
     std::thread::scope(|scope| {
         for (index, client) in clients.iter_mut().enumerate() {
             let pick = &pick;
@@ -144,13 +238,9 @@ fn run(clients: &mut [Client], turns: usize, addrs: &[String], pick: impl Fn(usi
     });
 }
 
-/// The replicas evict (so that their requests carry pointers to recall) rather than
-/// summarize; the restart test summarizes.
-const EVICT: &[&str] = &["--strategy", "evict"];
+pub(crate) const FLAGS: &[&str] = &["--window", "12k", "--reserve", "1k", "--log-format", "json"];
 
-const FLAGS: &[&str] = &["--window", "12k", "--reserve", "1k", "--log-format", "json"];
-
-fn start(dir: &Path, upstream: &str, store: &str, extra: &[&str]) -> Served {
+pub(crate) fn start(dir: &Path, upstream: &str, store: &str, extra: &[&str]) -> Served {
     let mut flags = FLAGS.to_vec();
     flags.extend(["--store", store]);
     flags.extend(extra);
@@ -158,12 +248,16 @@ fn start(dir: &Path, upstream: &str, store: &str, extra: &[&str]) -> Served {
 }
 
 /// Log lines of `served` that say a request was compacted.
-fn compactions(lines: &[String]) -> usize {
+pub(crate) fn compactions(lines: &[String]) -> usize {
     lines.iter().filter(|line| line.contains("\"action\":\"compacted\"")).count()
 }
 
 /// Checks that `got` is `expected`, body for body.
-fn same_requests(expected: &BTreeMap<(String, usize), String>, got: &BTreeMap<(String, usize), String>, what: &str) {
+pub(crate) fn same_requests(
+    expected: &BTreeMap<(String, usize), String>,
+    got: &BTreeMap<(String, usize), String>,
+    what: &str,
+) {
     assert_eq!(expected.len(), got.len(), "{what}: as many requests");
     let differing: Vec<&(String, usize)> = expected.keys().filter(|key| expected.get(*key) != got.get(*key)).collect();
     assert!(
@@ -228,7 +322,7 @@ fn replicas_on_one_postgres_send_what_one_replica_sends() {
     let names: Vec<String> = (0..CONVERSATIONS).map(|index| format!("c{index:02}")).collect();
 
     let mut alone: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
-    let mut one = start(&dir, &upstream.url, &single.url, EVICT);
+    let mut one = start(&dir, &upstream.url, &single.url, &[]);
     run(&mut alone, TURNS, std::slice::from_ref(&one.addr), |_, _| 0);
     assert_eq!(one.stop("-TERM"), 0);
     let expected = upstream.take();
@@ -236,7 +330,7 @@ fn replicas_on_one_postgres_send_what_one_replica_sends() {
     assert!(compacted >= CONVERSATIONS, "every conversation compacts (got {compacted})");
 
     let mut together: Vec<Client> = names.iter().map(|name| Client::new(name)).collect();
-    let mut replicas = [start(&dir, &upstream.url, &shared.url, EVICT), start(&dir, &upstream.url, &shared.url, EVICT)];
+    let mut replicas = [start(&dir, &upstream.url, &shared.url, &[]), start(&dir, &upstream.url, &shared.url, &[])];
     let addrs = [replicas[0].addr.clone(), replicas[1].addr.clone()];
     let plan: Vec<Vec<usize>> = (0..CONVERSATIONS).map(|index| choices(index as u64 + 7, TURNS, 2)).collect();
     run(&mut together, TURNS, &addrs, |client, turn| plan[client][turn]);
@@ -252,31 +346,54 @@ fn replicas_on_one_postgres_send_what_one_replica_sends() {
     assert_eq!(compactions(&logs[0]) + compactions(&logs[1]), compacted, "no compaction twice, none missed");
     same_requests(&expected, &got, "two replicas");
 
-    // No conversation's words in another's request.
+    // No conversation's words in another's request, and no summary in two conversations.
+    let mut owners: BTreeMap<String, &str> = BTreeMap::new();
     for ((name, turn), body) in &got {
         for other in names.iter().filter(|other| *other != name) {
             assert!(!body.contains(&format!("[{other}]")), "{name}'s call {turn} holds {other}'s words");
         }
+        for summary in summaries(body) {
+            let owner = *owners.entry(summary).or_insert(name);
+            assert_eq!(owner, name, "{name}'s call {turn} holds a summary {owner}'s requests hold");
+        }
     }
-    // Every ref sent is in the shared store, whichever replica compacted.
+    let summarized: std::collections::BTreeSet<&str> = owners.values().copied().collect();
+    assert!(summarized.len() == CONVERSATIONS, "every conversation was summarized ({} were)", summarized.len());
+    // The secrets went upstream as the client sent them, and never into the store.
+    let tables = table_texts(&shared.url);
+    assert!(tables.contains("[REDACTED:"), "the masks are stored");
+    for name in &names {
+        for secret in secret_values(name) {
+            assert!(got.values().any(|body| body.contains(&secret)), "{name}'s secret {secret} went upstream");
+            assert!(!tables.contains(&secret), "{name}'s secret {secret} is in the store");
+        }
+    }
+    // Every ref sent or reported is in the shared store, whichever replica compacted.
     let store = contextfold::store::PostgresStore::open(&shared.url).expect("the shared store");
-    let sent: String = got.values().cloned().collect();
-    let mut refs = std::collections::BTreeSet::new();
-    for (at, _) in sent.match_indices("ref cf-") {
-        refs.insert(&sent[at + 4..at + 19]);
-    }
     use contextfold::store::SessionStore;
-    assert!(!refs.is_empty(), "pointers were sent");
+    let sessions = store.sessions().expect("sessions");
+    assert_eq!(sessions.len(), CONVERSATIONS, "one session per conversation, from either replica");
+    let mut reported = String::new();
+    let mut reports = 0;
+    for session in &sessions {
+        let stored = store.reports(&session.id).expect("reports");
+        reports += stored.len();
+        reported.extend(stored.iter().map(Value::to_string));
+    }
+    assert_eq!(reports, compacted, "a report per compaction, whichever replica made it");
+    let sent: String = got.values().cloned().collect();
+    let refs: std::collections::BTreeSet<&str> = [sent.as_str(), reported.as_str()]
+        .into_iter()
+        .flat_map(|text| text.match_indices("cf-").filter_map(move |(at, _)| text.get(at..at + 15)))
+        .filter(|found| found[3..].bytes().all(|byte| byte.is_ascii_hexdigit()))
+        .collect();
+    assert!(!refs.is_empty(), "outputs were evicted behind refs");
     for reference in &refs {
         assert!(store.recall(reference).expect("recall").is_some(), "{reference} is recallable");
     }
-    assert_eq!(
-        store.sessions().expect("sessions").len(),
-        CONVERSATIONS,
-        "one session per conversation, from either replica"
-    );
     crate::common::notice(&format!(
-        "replicas: {CONVERSATIONS} conversations × {TURNS} calls, {compacted} compactions, {} refs recallable, every request as one replica sent it",
+        "replicas: {CONVERSATIONS} conversations × {TURNS} calls, {compacted} compactions, {} summaries, {} refs recallable, every request as one replica sent it",
+        owners.len(),
         refs.len()
     ));
 }

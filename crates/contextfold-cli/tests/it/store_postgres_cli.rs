@@ -64,7 +64,7 @@ fn database_url(url: &str, name: &str) -> String {
 }
 
 /// Runs one statement on the server at `url`.
-fn execute(url: &str, statement: &str) {
+pub fn execute(url: &str, statement: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
         let (client, connection) =

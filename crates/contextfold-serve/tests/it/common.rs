@@ -122,6 +122,8 @@ pub struct Agent {
     pub output_chars: usize,
     /// The body of the last request sent.
     pub last_body: String,
+    /// Headers it sends beside its key and version (a client's own credentials, say).
+    pub headers: Vec<(String, String)>,
     calls: usize,
 }
 
@@ -135,6 +137,7 @@ impl Agent {
             breakpoints: false,
             output_chars: 6_000,
             last_body: String::new(),
+            headers: Vec::new(),
             calls: 0,
         }
     }
@@ -190,6 +193,9 @@ impl Agent {
             .body(self.last_body.clone());
         if let Some(session) = &self.session {
             request = request.header("x-claude-code-session-id", session.as_str());
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
         let response = request.send().await.expect("the proxy answers");
         let status = response.status();

@@ -1,9 +1,12 @@
 //! The store behind the proxy: each conversation's compactions are kept in a session of its
 //! own (the client's history, every payload a pointer names, the summaries and reports), so
-//! every ref the upstream was shown can be recalled; secrets are masked in what is stored,
-//! and no key reaches the store or a log line.
+//! every ref the upstream was shown can be recalled; secrets are masked in what is stored
+//! (the conversation's state record too, whose secrets a restarted proxy takes back from the
+//! next request), and no key, in a header or a body, reaches the store's files or a log line.
 
-use crate::common::{agent_script, client, config, logs, proxy, Agent, FAKE_API_KEY, FAKE_OAUTH};
+use crate::common::{
+    agent_script, agent_script_counting, client, config, logs, proxy, raw_messages, Agent, FAKE_API_KEY, FAKE_OAUTH,
+};
 use crate::mock::Mock;
 use contextfold::compactor::Compactor;
 use contextfold::compactor::Strategy;
@@ -32,6 +35,48 @@ pub fn refs(text: &str) -> BTreeSet<String> {
 /// Secrets as a tool's output might show them.
 const AWS_KEY: &str = "AKIAZ7QW3ER5TY8UI2OP";
 const GITHUB_TOKEN: &str = "ghp_Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2";
+/// Credentials a client sends in headers of its own.
+const GOOGLE_KEY: &str = "AIzaSyD3kX9vQ2mL7pR4tW8yB1cF6hJ0dG5sA3e";
+const CUSTOM_TOKEN: &str = "tok_live_9f8e7d6c5b4a39281706f5e4d3c2b1a0";
+
+/// The headers of a client with credentials of every kind.
+fn credential_headers() -> Vec<(String, String)> {
+    [
+        ("authorization", format!("Bearer {FAKE_OAUTH}")),
+        ("x-goog-api-key", GOOGLE_KEY.to_string()),
+        ("x-upstream-token", CUSTOM_TOKEN.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect()
+}
+
+/// Adds the environment, keys and all, to the newest tool result of `agent`.
+fn show_secrets(agent: &mut Agent) {
+    let result = &mut agent.messages.last_mut().expect("a result")["content"][0]["content"];
+    let shown = format!(
+        "{}\nANTHROPIC_API_KEY={FAKE_API_KEY}\nAWS_ACCESS_KEY_ID={AWS_KEY}\nGITHUB_TOKEN={GITHUB_TOKEN}\nAuthorization: Bearer {FAKE_OAUTH}\n",
+        result.as_str().expect("text")
+    );
+    *result = shown.into();
+}
+
+/// Every byte of the files in `dir` (a SQLite store: its database, journal and WAL).
+fn file_bytes(dir: &std::path::Path) -> String {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the store's files") {
+        files.extend(std::fs::read(entry.expect("an entry").path()).expect("readable"));
+    }
+    String::from_utf8_lossy(&files).into_owned()
+}
+
+/// Checks that none of the client's secrets is in `text`.
+fn no_secret_in(text: &str, what: &str) {
+    for secret in [FAKE_API_KEY, FAKE_OAUTH, AWS_KEY, GITHUB_TOKEN, GOOGLE_KEY, CUSTOM_TOKEN] {
+        let tell = &secret[..secret.len().min(24)];
+        assert!(!text.contains(tell), "no secret reaches {what} ({tell}…)");
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evicted_payloads_are_stored_and_every_ref_sent_is_recallable() {
@@ -58,16 +103,11 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     let proxy = proxy(contextfold_serve::ServeConfig { store, strategy, compactor, ..config(&mock.url()) }).await;
     let client = client();
     let mut agent = Agent::new("keeper", "audit the credentials module");
+    agent.headers = credential_headers();
     for step in 0..40 {
         agent.step(&client, &proxy.url).await;
         if step % 5 == 0 {
-            // The newest tool result shows the environment, keys and all.
-            let result = &mut agent.messages.last_mut().expect("a result")["content"][0]["content"];
-            let shown = format!(
-                "{}\nANTHROPIC_API_KEY={FAKE_API_KEY}\nAWS_ACCESS_KEY_ID={AWS_KEY}\nGITHUB_TOKEN={GITHUB_TOKEN}\nAuthorization: Bearer {FAKE_OAUTH}\n",
-                result.as_str().expect("text")
-            );
-            *result = shown.into();
+            show_secrets(&mut agent);
         }
     }
     let compactions = proxy.stats.compactions();
@@ -105,21 +145,13 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     }
     kept += &format!("{:?}{:?}", store.summaries(&session.id).unwrap(), store.reports(&session.id).unwrap());
     kept += &format!("{:?}", store.search(None, "REDACTED", 1000).unwrap());
-    // FIXME: the conversation's state record holds the middleware's working copy as it is
-    // sent (the client's verbatim messages, secrets and all), so that a restarted proxy sends
-    // the same bytes; the sessions' tables hold none.
     drop(store);
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("the store's files") {
-        files.extend(std::fs::read(entry.expect("an entry").path()).expect("readable"));
-    }
-    let files = String::from_utf8_lossy(&files);
+    let files = file_bytes(&dir);
     assert!(files.contains("keeper toolu_keeper_0"), "the files are the store's, readable as text");
-    for secret in [FAKE_API_KEY, FAKE_OAUTH, AWS_KEY, GITHUB_TOKEN] {
-        let tell = &secret[..secret.len().min(24)];
-        assert!(!kept.contains(tell), "no secret reaches the stored sessions ({tell}…)");
-        assert!(!logs().contains(tell), "no secret reaches a log line ({tell}…)");
-    }
+    assert!(files.contains("[REDACTED:"), "the masks are in the files");
+    no_secret_in(&kept, "the stored sessions");
+    no_secret_in(&files, "the store's files (the conversation's state record included)");
+    no_secret_in(&logs(), "a log line");
     assert!(sent.contains(AWS_KEY), "the client's own messages still go upstream as it wrote them");
     (sent_refs.len(), summaries)
 }
@@ -140,4 +172,61 @@ async fn a_store_that_cannot_be_opened_stops_the_start_naming_it() {
     assert!(err.contains(&notes.display().to_string()) && err.contains("--no-store"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "plain notes, not a database\n".repeat(100), "left as it was");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_proxy_sends_the_secrets_its_store_never_held() {
+    const CALLS: usize = 30;
+    let dir = scratch("restart-secrets");
+    // No usage reported: a calibration written after an answer would race the next request.
+    let (mock, again) =
+        (Mock::start(agent_script_counting(10_000, 0.0)).await, Mock::start(agent_script_counting(10_000, 0.0)).await);
+    let start = |file: &str, upstream: &Mock| {
+        let store = Some(StoreLocation::File(dir.join(file)));
+        let compactor = Compactor::default().with_redactor(Redactor::default());
+        proxy(contextfold_serve::ServeConfig { store, strategy: Strategy::Evict, compactor, ..config(&upstream.url()) })
+    };
+    let client = client();
+    let converse = async |agent: &mut Agent, url: &str, calls: usize| {
+        for _ in 0..calls {
+            agent.step(&client, url).await;
+            if agent.messages.len() % 4 == 3 {
+                show_secrets(agent);
+            }
+        }
+    };
+    let bodies = |mock: &Mock| -> Vec<Vec<u8>> {
+        mock.messages_requests().iter().map(|request| request.body.to_vec()).collect()
+    };
+
+    let mut straight = Agent::new("vault", "rotate the keys");
+    let once = start("straight.db", &mock).await;
+    converse(&mut straight, &once.url, CALLS).await;
+    once.stop().await.expect("stops");
+    let uninterrupted = bodies(&mock);
+
+    let mut resumed = Agent::new("vault", "rotate the keys");
+    let first = start("restarted.db", &again).await;
+    converse(&mut resumed, &first.url, CALLS / 2).await;
+    let before = first.stats.compactions();
+    first.stop().await.expect("stops");
+    let second = start("restarted.db", &again).await;
+    converse(&mut resumed, &second.url, CALLS - CALLS / 2).await;
+    let after = second.stats.compactions();
+    second.stop().await.expect("stops");
+    assert!(before >= 1 && after >= 1, "compactions before ({before}) and after ({after}) the restart");
+    let restarted = bodies(&again);
+    assert_eq!(restarted.len(), uninterrupted.len());
+    for (call, (expected, got)) in uninterrupted.iter().zip(&restarted).enumerate() {
+        assert!(expected == got, "call {call} differs after the restart");
+    }
+    // The secrets went out in the rewritten part (before a pointer) after the restart too.
+    let rewritten_secret = restarted[CALLS / 2..].iter().any(|body| {
+        let messages = raw_messages(body);
+        let pointer = messages.iter().rposition(|message| message.contains("cf-"));
+        let secret = messages.iter().position(|message| message.contains(AWS_KEY));
+        matches!((secret, pointer), (Some(secret), Some(pointer)) if secret < pointer)
+    });
+    assert!(rewritten_secret, "a compacted request after the restart holds a secret the store did not");
+    no_secret_in(&file_bytes(&dir), "the store's files");
 }

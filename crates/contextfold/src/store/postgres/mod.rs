@@ -84,8 +84,9 @@ pub struct PostgresStore {
     pub(in crate::store) driver: Driver,
 }
 
-/// Connections at most that hold conversation locks at once; lockers beyond wait for one.
-const LOCK_CONNECTIONS: usize = 16;
+/// Connections that may hold conversation locks at once, per pooled connection (16 for the
+/// default pool of 8); lockers beyond wait for one.
+const LOCK_CONNECTIONS_PER_CONNECTION: usize = 2;
 
 /// Why a step inside a transaction failed.
 pub(in crate::store) enum Failure {
@@ -136,6 +137,10 @@ impl PostgresStore {
 
     fn connect(url: &PostgresUrl, options: PostgresOptions, mode: Mode) -> Result<PostgresStore, StoreError> {
         let url = url.clone();
+        let options = match url.pool_max_conns() {
+            Some(max) => options.max_connections(max),
+            None => options,
+        };
         let (mut config, tls) = url.config();
         if mode == Mode::ReadOnly {
             let given = config.get_options().map(|options| format!("{options} ")).unwrap_or_default();
@@ -158,7 +163,8 @@ impl PostgresStore {
                 .build()
                 .map_err(|err| StoreError::Invalid(format!("the connection pool for {url}: {err}")))
         };
-        let (locks, pool) = (pool(LOCK_CONNECTIONS)?, pool(options.max_connections)?);
+        let lockers = options.max_connections * LOCK_CONNECTIONS_PER_CONNECTION;
+        let (locks, pool) = (pool(lockers)?, pool(options.max_connections)?);
         let store = PostgresStore { url, options, pool, locks, driver };
         store.driver.run(store.prepare(mode))?;
         Ok(store)

@@ -6,6 +6,9 @@
 //! without TLS unless the URL says `sslmode=require`; any other server needs TLS (through
 //! rustls, checking its certificate against the Mozilla roots) unless the URL says
 //! `sslmode=disable`.
+//!
+//! One parameter is contextfold's own, not libpq's: `pool_max_conns=N` bounds the store's
+//! connection pool (as pgx spells it); it is taken out before the rest is read.
 
 use super::super::location::is_postgres_url;
 use super::super::StoreError;
@@ -23,7 +26,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PostgresUrl {
     config: Config,
     shown: String,
+    pool_max_conns: Option<usize>,
 }
+
+/// The query parameter that bounds the connection pool.
+const POOL_MAX_CONNS: &str = "pool_max_conns";
 
 /// Whether the connection is encrypted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +47,8 @@ impl PostgresUrl {
         if !is_postgres_url(text) {
             return Err(StoreError::BadUrl("it must start with postgres:// or postgresql://".into()));
         }
-        let mut config: Config = text.parse().map_err(|err: tokio_postgres::Error| {
+        let (rest, pool_max_conns) = take_pool_max_conns(text)?;
+        let mut config: Config = rest.parse().map_err(|err: tokio_postgres::Error| {
             let detail = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_else(|| err.to_string());
             StoreError::BadUrl(scrub(&detail, text))
         })?;
@@ -51,7 +59,12 @@ impl PostgresUrl {
             config.application_name("contextfold");
         }
         let shown = shown(&config);
-        Ok(PostgresUrl { config, shown })
+        Ok(PostgresUrl { config, shown, pool_max_conns })
+    }
+
+    /// The most pooled connections the URL asks for (`pool_max_conns=N`), if it does.
+    pub fn pool_max_conns(&self) -> Option<usize> {
+        self.pool_max_conns
     }
 
     /// The connection settings, with the TLS mode this store uses.
@@ -125,6 +138,28 @@ fn shown(config: &Config) -> String {
     format!("postgres://{user}{}{database}", hosts.join(","))
 }
 
+/// `text` without its `pool_max_conns` parameter, and that parameter's value.
+fn take_pool_max_conns(text: &str) -> Result<(String, Option<usize>), StoreError> {
+    let Some((base, query)) = text.split_once('?') else { return Ok((text.to_string(), None)) };
+    let mut found = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some((POOL_MAX_CONNS, value)) => {
+                let max = value.parse::<usize>().ok().filter(|max| *max > 0).ok_or_else(|| {
+                    StoreError::BadUrl(format!(
+                        "{POOL_MAX_CONNS} must be a number of connections above 0, not `{value}`"
+                    ))
+                })?;
+                found = Some(max);
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((rest, found))
+}
+
 /// `detail` with the password of `url` (if any) masked, should a parser ever quote it.
 fn scrub(detail: &str, url: &str) -> String {
     let password = url
@@ -172,6 +207,20 @@ mod tests {
         let (config, _) = PostgresUrl::parse("postgres://u@db.example.com/d").unwrap().config();
         assert_eq!(config.get_ssl_mode(), SslMode::Require);
         assert_eq!(config.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+    }
+
+    #[test]
+    fn the_pool_bound_is_read_from_the_url() {
+        let url = PostgresUrl::parse("postgres://ada:pw@localhost/agents?pool_max_conns=3&sslmode=disable").unwrap();
+        assert_eq!(url.pool_max_conns(), Some(3));
+        assert_eq!(url.config().1, Tls::Off, "the other parameters are still read");
+        assert_eq!(url.to_string(), "postgres://ada@localhost:5432/agents");
+        assert_eq!(PostgresUrl::parse("postgres://ada@localhost/agents").unwrap().pool_max_conns(), None);
+        for bad in ["0", "many", ""] {
+            let err = PostgresUrl::parse(&format!("postgres://ada:pa55word@h/d?pool_max_conns={bad}")).unwrap_err();
+            assert!(err.to_string().contains("pool_max_conns must be a number"), "{err}");
+            assert!(!err.to_string().contains("pa55word"), "{err}");
+        }
     }
 
     #[test]
