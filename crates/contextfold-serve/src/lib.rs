@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod background;
 mod body;
 mod compaction;
 pub mod config;
@@ -186,6 +187,7 @@ impl Proxy {
             idle_timeout: config.idle_timeout,
             log_format: config.log_format,
             stats: Arc::new(Stats::default()),
+            background: background::Background::default(),
         };
         Ok(Proxy { listener, app: Arc::new(app) })
     }
@@ -217,15 +219,18 @@ impl Proxy {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting and waits for the requests in
-    /// flight (streams included) to finish.
+    /// flight (streams included) to finish, and for what their answers write back.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         use axum::serve::ListenerExt;
+        let background = self.app.background.clone();
         let router = axum::Router::new().fallback(proxy::handle).with_state(self.app);
         // Small stream frames go out at once.
         let listener = self.listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(listener, router).with_graceful_shutdown(shutdown).await.map_err(ServeError::Serve)
+        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await.map_err(ServeError::Serve);
+        background.drain().await;
+        served
     }
 }
 

@@ -70,8 +70,9 @@ pub async fn compact(
         (outcome, state.as_ref().map_or(0, ConversationState::calls))
     };
     let store = app.store.clone();
+    let background = app.background.clone();
     let report: OnUsage = Box::new(move |tokens| {
-        tokio::spawn(async move {
+        background.spawn(async move {
             let mut guard = slot.lock().await;
             let Some(state) = guard.as_mut() else { return };
             // The calibration reaches the store too, unless another replica went on first.

@@ -7,6 +7,7 @@
 //! `POST /v1/messages` and `/v1/messages/count_tokens` here, Chat Completions and the
 //! Responses API in [`crate::openai`]; everything else is forwarded as it came.
 
+use crate::background::Background;
 use crate::body::RequestBody;
 use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
 use crate::config::LogFormat;
@@ -54,6 +55,8 @@ pub struct App {
     pub log_format: LogFormat,
     /// Counts, for tests and the operator.
     pub stats: Arc<Stats>,
+    /// What answers write back after their requests, awaited at shutdown.
+    pub background: Background,
 }
 
 /// Serves one request.
