@@ -5,7 +5,7 @@
 
 use crate::conversation::{Block, Conversation, Role};
 use crate::extract::first_line;
-use crate::tokens::{count_block, count_conversation, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
+use crate::tokens::{count_block, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
 use crate::validate::{validate, warnings, Problem};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -99,9 +99,9 @@ impl From<&Problem> for ProblemView {
 
 /// Computes the statistics of `conversation` with `counter`.
 pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
-    // The parts are priced as the total is (framing included), so they add up to it.
+    // The parts are priced as `count_conversation` prices the whole (framing included), and
+    // the total is their sum, so every text is counted once.
     let mut tokens = TokenBreakdown {
-        total: count_conversation(counter, conversation),
         system: conversation.system.as_ref().map_or(0, |system| count_system(counter, system)),
         tools: conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools)),
         ..TokenBreakdown::default()
@@ -143,6 +143,7 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
             }
         }
     }
+    tokens.total = tokens.system + tokens.tools + tokens.by_role.values().sum::<u64>();
     // Largest first; ties keep conversation order, so the output is deterministic.
     largest.sort_by(|a, b| b.tokens.cmp(&a.tokens).then(a.message.cmp(&b.message)));
     largest.truncate(LARGEST_RESULTS);
@@ -164,7 +165,7 @@ pub fn stats(conversation: &Conversation, counter: &dyn TokenCounter) -> Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::Chars4;
+    use crate::tokens::{count_conversation, Chars4};
     use serde_json::json;
 
     #[test]
@@ -193,6 +194,41 @@ mod tests {
             stats.tokens.by_block["tool_use"] + stats.tokens.by_block["tool_result"]
         );
         assert_eq!(stats.tokens.total, by_role + stats.tokens.system + stats.tokens.tools);
+        assert_eq!(stats.tokens.total, count_conversation(&Chars4, &conversation));
         assert!(stats.valid);
+    }
+
+    /// Counts as [`Chars4`] does, keeping the bytes it was given.
+    #[derive(Default)]
+    struct Tally(std::sync::atomic::AtomicU64);
+
+    impl TokenCounter for Tally {
+        fn name(&self) -> &'static str {
+            "tally"
+        }
+
+        fn count_text(&self, text: &str) -> u64 {
+            self.0.fetch_add(text.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Chars4.count_text(text)
+        }
+    }
+
+    #[test]
+    fn every_text_is_counted_once() {
+        let conversation = Conversation::from_value(json!({
+            "system": "be brief",
+            "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "read it"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Read", "input": {"file_path": "x"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "line one\nline two"}]}
+            ]
+        }))
+        .unwrap();
+        let (whole, parts) = (Tally::default(), Tally::default());
+        let total = count_conversation(&whole, &conversation);
+        assert_eq!(stats(&conversation, &parts).tokens.total, total);
+        let read = |tally: &Tally| tally.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(read(&parts), read(&whole), "stats reads each text as often as one count does");
     }
 }
