@@ -1,6 +1,6 @@
 //! Budgets at the edge: too small for any summary, and big enough for the first request.
 
-use crate::common::{corpus_dir, session};
+use crate::common::{corpus_dir, corpus_files, session};
 use contextfold::compactor::{CompactConfig, CompactError, Compactor, Target};
 use contextfold::core::format;
 use contextfold::core::summary::split_summary;
@@ -62,11 +62,7 @@ fn no_corpus_session_is_folded_into_an_empty_summary() {
     let Some(dir) = corpus_dir() else { return };
     let compactor = Compactor::default().with_counter(Tokenizer::Estimate.shared());
     let (mut folded, mut refused) = (0, 0);
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|ext| ext != "json") || path.ends_with("manifest.json") {
-            continue;
-        }
+    for path in corpus_files(&dir) {
         let conversation = format::parse(&std::fs::read_to_string(&path).unwrap(), None).unwrap().conversation;
         for budget in [300, 600, 1_000, 2_000] {
             let config = CompactConfig { target: Target::Budget(budget), ..CompactConfig::default() };

@@ -78,6 +78,17 @@ pub fn corpus_dir() -> Option<std::path::PathBuf> {
     None
 }
 
+/// The corpus's sessions in `dir` (its `.json` files but the manifest), sorted.
+pub fn corpus_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the corpus lists")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// Writes `text` to standard error past the test harness's capture, so a skip is seen.
 pub fn notice(text: &str) {
     use std::io::Write;

@@ -1,7 +1,7 @@
 //! The middleware under concurrency, its failures, its confirmation hook, its configuration
 //! builder, and its snapshots: a restored middleware sends what the original would have.
 
-use crate::common::{corpus_dir, session};
+use crate::common::{corpus_dir, corpus_files, session};
 use contextfold::compactor::{CompactError, Compactor, ConfigError, Strategy};
 use contextfold::core::{Conversation, Message};
 use contextfold::event::{Event, Trigger};
@@ -232,12 +232,7 @@ proptest! {
 #[test]
 fn a_restored_middleware_sends_what_the_original_would_over_the_corpus() {
     let Some(dir) = corpus_dir() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
-        .collect();
-    files.sort();
+    let files = corpus_files(&dir);
     let mut compactions = 0;
     // Every fourth session keeps the test's time bounded; each is split after a third of its calls.
     for file in files.iter().step_by(4) {
@@ -282,12 +277,7 @@ fn restored_at_every_call_sends_the_same(history: &[Message], window: u64) -> us
 #[test]
 fn a_middleware_restored_before_any_call_of_a_corpus_session_sends_the_same_request() {
     let Some(dir) = corpus_dir() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
-        .collect();
-    files.sort();
+    let files = corpus_files(&dir);
     let (mut sessions, mut calls, mut compactions) = (0, 0, 0);
     // Every third session, at a window that makes the long ones compact several times.
     for file in files.iter().step_by(3) {
