@@ -12,7 +12,7 @@
 //! minute while it lasts, not once per request; the first call that works again says so.
 
 use contextfold::store::{
-    ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
+    off_runtime, ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -144,23 +144,11 @@ impl ProxyStore {
     }
 }
 
-/// Runs the synchronous store `call` on a blocking thread (directly when there is no runtime).
-pub async fn off_runtime<T: Send + 'static>(
-    call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return call() };
-    match runtime.spawn_blocking(call).await {
-        Ok(result) => result,
-        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
-        Err(err) => Err(StoreError::Invalid(format!("the store call was cancelled: {err}"))),
-    }
-}
-
 /// `err` as a sentence that names the store once.
 pub fn named(location: &StoreLocation, err: &StoreError) -> String {
     match err {
         // These do not name the store themselves.
-        StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) => {
+        StoreError::UnknownSession(_) | StoreError::Invalid(_) | StoreError::Corrupt(_) | StoreError::Interrupted => {
             format!("store {location}: {err}")
         }
         err => err.to_string(),

@@ -399,8 +399,9 @@ pub fn head_hash(previous: Option<&str>, head: &[Message]) -> String {
 }
 
 /// Runs a store call off the async runtime's threads (on its blocking pool) when there is a
-/// Tokio runtime, inline otherwise. A panic in the call is resumed here.
-pub(crate) async fn off_runtime<T: Send + 'static>(
+/// Tokio runtime, inline otherwise, since every store call is synchronous. A panic in the
+/// call is resumed here.
+pub async fn off_runtime<T: Send + 'static>(
     call: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return call() };
