@@ -18,6 +18,8 @@ mod validate;
 use crate::args::{Cli, Command, InputArgs};
 use crate::progress::Progress;
 use contextfold::core::format::Parsed;
+use contextfold::core::tokens::{count_message, TokenCounter};
+use contextfold::core::Conversation;
 use contextfold::input::{self, ReadOptions};
 use std::path::Path;
 use std::process::ExitCode;
@@ -68,6 +70,27 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
         eprintln!("{}: note: {note}", input::Shown(path.to_path_buf()));
     }
     Ok(parsed)
+}
+
+/// Counts every message of `conversation` once, on two threads, so that a [`Memoized`]
+/// `counter` then answers the command's own counting (on one thread, in the order its
+/// steps need) from memory: an exact count of a large session is mostly encoding, and the
+/// second core is otherwise idle once the vocabulary has loaded.
+///
+/// [`Memoized`]: contextfold::core::tokens::Memoized
+fn count_ahead(counter: &dyn TokenCounter, conversation: &Conversation) {
+    // Every other message, so that both threads get a share of each part of the session.
+    let count_every_other = |first: usize| -> u64 {
+        conversation.messages.iter().skip(first).step_by(2).map(|m| count_message(counter, m)).sum()
+    };
+    std::thread::scope(|scope| {
+        // Without a second thread, the command's own counting does all the work.
+        let other = std::thread::Builder::new().spawn_scoped(scope, || count_every_other(1));
+        count_every_other(0);
+        if let Ok(other) = other {
+            let _ = other.join();
+        }
+    });
 }
 
 /// The read options of `args`, without progress.
