@@ -7,7 +7,8 @@
 //! the largest sessions of the shared corpus joined (`../shared/corpus`, when present), whose
 //! texts mostly do not.
 //!
-//! `cargo bench -p contextfold-cli --bench startup [-- RUNS]`
+//! `cargo bench -p contextfold-cli --bench startup [-- RUNS]`; `CONTEXTFOLD_BENCH_BIN=PATH`
+//! times another build of the binary instead (an older one, to compare).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -71,12 +72,12 @@ fn corpus_session(bytes: usize) -> Option<Value> {
     joined
 }
 
-/// The fastest and the median of `runs` runs of `contextfold args…`.
-fn time(args: &[&str], runs: usize) -> (Duration, Duration) {
+/// The fastest and the median of `runs` runs of `binary args…`.
+fn time(binary: &Path, args: &[&str], runs: usize) -> (Duration, Duration) {
     let mut times: Vec<Duration> = (0..runs)
         .map(|_| {
             let started = Instant::now();
-            let status = Command::new(env!("CARGO_BIN_EXE_contextfold"))
+            let status = Command::new(binary)
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -93,6 +94,8 @@ fn time(args: &[&str], runs: usize) -> (Duration, Duration) {
 
 fn main() {
     let runs = std::env::args().skip(1).find_map(|arg| arg.parse::<usize>().ok()).unwrap_or(30);
+    let binary = std::env::var_os("CONTEXTFOLD_BENCH_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_contextfold")), PathBuf::from);
     let dir: PathBuf = std::env::temp_dir().join(format!("contextfold-startup-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let session_path = dir.join("session-1mb.json");
@@ -108,6 +111,7 @@ fn main() {
     std::fs::write(&word, "word\n").expect("the word writes");
     let (session_arg, word_arg) = (session_path.to_string_lossy(), word.to_string_lossy());
     let corpus_arg = corpus_path.to_string_lossy();
+    println!("{}", binary.display());
     println!(
         "{runs} runs each; example session {} bytes, corpus session {} bytes",
         session.len(),
@@ -132,7 +136,7 @@ fn main() {
         ]);
     }
     for (name, args) in commands {
-        let (fastest, median) = time(&args, runs);
+        let (fastest, median) = time(&binary, &args, runs);
         println!("{name:<40} fastest {:>7.1} ms   median {:>7.1} ms", ms(fastest), ms(median));
     }
     let _ = std::fs::remove_dir_all(&dir);
