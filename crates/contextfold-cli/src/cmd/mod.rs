@@ -18,8 +18,8 @@ mod validate;
 use crate::args::{Cli, Command, InputArgs};
 use crate::progress::Progress;
 use contextfold::core::format::Parsed;
-use contextfold::core::tokens::{count_message, TokenCounter};
-use contextfold::core::Conversation;
+use contextfold::core::tokens::{count_message, Chars4, TokenCounter};
+use contextfold::core::{Conversation, Message};
 use contextfold::input::{self, ReadOptions};
 use std::path::Path;
 use std::process::ExitCode;
@@ -79,14 +79,25 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
 ///
 /// [`Memoized`]: contextfold::core::tokens::Memoized
 fn count_ahead(counter: &dyn TokenCounter, conversation: &Conversation) {
-    // Every other message, so that both threads get a share of each part of the session.
-    let count_every_other = |first: usize| -> u64 {
-        conversation.messages.iter().skip(first).step_by(2).map(|m| count_message(counter, m)).sum()
-    };
+    let messages = &conversation.messages;
+    // Halves of about the same text: tool results make some messages far larger than others.
+    let sizes: Vec<u64> = messages.iter().map(|message| count_message(&Chars4, message)).collect();
+    let half = sizes.iter().sum::<u64>() / 2;
+    let mut so_far = 0;
+    let middle = sizes
+        .iter()
+        .position(|size| {
+            so_far += size;
+            so_far >= half
+        })
+        .map_or(messages.len(), |last| last + 1);
+    let (first, second) = messages.split_at(middle);
+    let count_all =
+        |messages: &[Message]| -> u64 { messages.iter().map(|message| count_message(counter, message)).sum() };
     std::thread::scope(|scope| {
         // Without a second thread, the command's own counting does all the work.
-        let other = std::thread::Builder::new().spawn_scoped(scope, || count_every_other(1));
-        count_every_other(0);
+        let other = std::thread::Builder::new().spawn_scoped(scope, || count_all(second));
+        count_all(first);
         if let Ok(other) = other {
             let _ = other.join();
         }
