@@ -377,12 +377,13 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
 }
 
 /// How many of the newest messages `sent` and `client` share, by content (cache
-/// breakpoints aside).
+/// breakpoints aside). Most are equal as they are, which is cheaper to see than their
+/// fingerprints (which leave the breakpoints out).
 fn kept_tail(sent: &[&Message], client: &[Message]) -> usize {
     sent.iter()
         .rev()
         .zip(client.iter().rev())
-        .take_while(|(sent, client)| message_fingerprint(sent) == message_fingerprint(client))
+        .take_while(|(sent, client)| **sent == *client || message_fingerprint(sent) == message_fingerprint(client))
         .count()
 }
 

@@ -239,6 +239,9 @@ impl CompactionMiddleware {
             source_len: 0,
             source_last: 0,
             working: Arc::new(Vec::new()),
+            compacted: 0,
+            compacted_source: 0,
+            rebuild: false,
             ledger,
             turns_since: 0,
             tokens_at_compaction: 0,
@@ -327,10 +330,18 @@ impl CompactionMiddleware {
         let extends = state.source_len > 0
             && history.len() >= state.source_len
             && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
+        if std::mem::take(&mut state.rebuild) && extends {
+            // What a snapshot leaves out, ingested as the first time (its clipped outputs
+            // were stored then).
+            let (rest, _) = self.clip_incoming(history[state.compacted_source..state.source_len].to_vec());
+            Arc::make_mut(&mut state.working).extend(rest);
+        }
         let new = if extends {
             &history[state.source_len..]
         } else {
             state.working = Arc::new(Vec::new());
+            state.compacted = 0;
+            state.compacted_source = 0;
             state.full_summary = None;
             state.turns_since = 0;
             history
@@ -354,14 +365,21 @@ impl CompactionMiddleware {
     /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
     /// the full outputs, if it did.
     async fn clip_ingested(&self, messages: Vec<Message>, offset: usize) -> (Vec<Message>, Option<StoreError>) {
-        let Some(limit) = self.config.clip_on_ingest else { return (messages, None) };
+        let (messages, mut clipped) = self.clip_incoming(messages);
+        clipped.iter_mut().for_each(|item| item.message += offset);
+        let error = self.store_clipped(clipped).await;
+        (messages, error)
+    }
+
+    /// `messages` with tool outputs over `clip_on_ingest` clipped, and what was clipped (by
+    /// index in `messages`).
+    fn clip_incoming(&self, messages: Vec<Message>) -> (Vec<Message>, Vec<Clipped>) {
+        let Some(limit) = self.config.clip_on_ingest else { return (messages, Vec::new()) };
         let mut incoming = Conversation { messages, ..Conversation::default() };
         let evict = &self.config.compact.evict;
         let config = ClipConfig { preset: evict.preset, recall_tool: evict.recall_tool, ..ClipConfig::new(limit) };
-        let mut clipped = clip(&mut incoming, &config, self.compactor.counter());
-        clipped.iter_mut().for_each(|item| item.message += offset);
-        let error = self.store_clipped(clipped).await;
-        (incoming.messages, error)
+        let clipped = clip(&mut incoming, &config, self.compactor.counter());
+        (incoming.messages, clipped)
     }
 
     /// Stores the full outputs of `clipped`, when a store is set; returns why it failed.
@@ -516,6 +534,8 @@ impl CompactionMiddleware {
         event.store_error = store_error.as_ref().map(ToString::to_string);
         self.emit(Event::Compacted(event.clone()));
         state.working = Arc::new(compacted.conversation.messages);
+        state.compacted = state.working.len();
+        state.compacted_source = state.source_len;
         state.full_summary = compacted.full_summary;
         state.ledger.resync(&state.working);
         state.tokens_at_compaction = state.ledger.total();
