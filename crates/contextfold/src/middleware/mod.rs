@@ -12,7 +12,7 @@
 //! serialized: a `prepare` holds the conversation's state from the moment it reads it until
 //! its compaction (if any) is in place, so two concurrent calls never both compact nor
 //! interleave their updates; the second sees what the first did. [`snapshot`] and
-//! [`restore`] carry the whole state to another process.
+//! [`restore`] carry the state to another process.
 //!
 //! With a store on its compactor ([`Compactor::with_store`]), each compaction is stored with
 //! the caller's history (not the working copy), and outputs clipped on ingest are stored as
@@ -304,8 +304,9 @@ impl CompactionMiddleware {
         self
     }
 
-    /// The whole state, once the calls in flight are done: restore it with
-    /// [`CompactionMiddleware::restore`].
+    /// The state, once the calls in flight are done: restore it with
+    /// [`CompactionMiddleware::restore`]. It holds the messages compactions made, not the
+    /// caller's messages since: the restored middleware takes those from the next history.
     pub async fn snapshot(&self) -> MiddlewareState {
         let state = self.state.lock().await;
         MiddlewareState::of(&state, *self.calibration())
