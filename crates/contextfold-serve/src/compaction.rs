@@ -360,7 +360,10 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
     });
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
-    let kept = kept_tail(&sent, request.messages);
+    let client = request.messages;
+    // The newest messages the middleware holds as the client gave them need no comparing.
+    let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(client.len()) } else { 0 };
+    let kept = same + kept_tail(&sent[..sent.len() - same], &client[..client.len() - same]);
     if kept == sent.len() && kept == request.messages.len() {
         return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
     }

@@ -163,6 +163,10 @@ pub struct Prepared {
     pub history: Arc<Vec<Message>>,
     /// The pending input, sent after the history (clipped on ingest when configured).
     pub pending: Vec<Message>,
+    /// How many of the newest messages of `history` are the caller's own, exactly as it gave
+    /// them (those before were made by a compaction or clipped on ingest): a caller that sends
+    /// its own text for those need not compare them.
+    pub unchanged_tail: usize,
     /// The compaction, if one ran.
     pub event: Option<CompactionEvent>,
     /// Estimated tokens of the request (calibrated by reported usage).
@@ -440,6 +444,7 @@ impl CompactionMiddleware {
                 state.consecutive = 0;
                 return Prepared {
                     history: state.working.clone(),
+                    unchanged_tail: self.unchanged_tail(&state),
                     pending,
                     event: None,
                     request_tokens: input.request_tokens,
@@ -453,6 +458,7 @@ impl CompactionMiddleware {
             .then(|| "the compaction found nothing to do: the history is within its target".to_string());
         Prepared {
             history: state.working.clone(),
+            unchanged_tail: self.unchanged_tail(&state),
             pending,
             event,
             request_tokens: self.fixed_tokens + state.ledger.total() + pending_tokens,
@@ -469,6 +475,7 @@ impl CompactionMiddleware {
         let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, history).await;
         Prepared {
             history: state.working.clone(),
+            unchanged_tail: self.unchanged_tail(&state),
             pending: Vec::new(),
             event,
             request_tokens: self.fixed_tokens + state.ledger.total(),
@@ -543,6 +550,14 @@ impl CompactionMiddleware {
         state.turns_since = 0;
         state.consecutive += 1;
         (Some(event), store_error.map(PrepareError::Store))
+    }
+
+    /// How many of the working copy's newest messages are the caller's, as it gave them.
+    fn unchanged_tail(&self, state: &State) -> usize {
+        match self.config.clip_on_ingest {
+            Some(_) => 0,
+            None => state.working.len().saturating_sub(state.compacted),
+        }
     }
 
     /// Traces `event` and hands it to the observer.

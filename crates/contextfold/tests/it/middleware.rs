@@ -270,6 +270,40 @@ fn a_snapshot_holds_only_what_a_compaction_made() {
     assert!(at < calls[calls.len() - 1], "calls after the last compaction are left out: {at}");
 }
 
+/// The newest messages a middleware says are the caller's own are exactly the caller's
+/// messages, call after call, through compactions (after which none are) and restores.
+#[test]
+fn the_unchanged_tail_is_the_callers_own() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(8, 4, 40).messages;
+    let calls = call_points(&history);
+    let config = MiddlewareConfig::new(12_000, 1_500);
+    let mut middleware = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let (mut compactions, mut longest) = (0, 0);
+    for (index, &end) in calls.iter().enumerate() {
+        if index == calls.len() / 2 {
+            let state = runtime.block_on(middleware.snapshot());
+            middleware = CompactionMiddleware::restore(Compactor::default(), config.clone(), state).unwrap();
+        }
+        let prepared = runtime.block_on(middleware.prepare(&history[..end], &[]));
+        let tail = prepared.unchanged_tail;
+        assert!(tail <= prepared.history.len().min(end), "at {end}: {tail}");
+        assert_eq!(json(&prepared.history[prepared.history.len() - tail..]), json(&history[end - tail..end]));
+        if prepared.event.is_some() {
+            compactions += 1;
+            assert_eq!(tail, 0, "a compaction made every message it sends");
+        } else if compactions == 0 {
+            assert_eq!(tail, end, "nothing compacted yet: every message is the caller's");
+        }
+        longest = longest.max(tail);
+    }
+    assert!(compactions > 1 && longest > 2, "{compactions} compactions, longest tail {longest}");
+    let mut clipping = config;
+    clipping.clip_on_ingest = Some(100);
+    let clips = CompactionMiddleware::new(Compactor::default(), clipping);
+    assert_eq!(runtime.block_on(clips.prepare(&history[..calls[2]], &[])).unchanged_tail, 0);
+}
+
 /// A snapshot of the format that held the whole working copy (version 1) is still read.
 #[test]
 fn a_version_1_snapshot_is_still_restored() {
