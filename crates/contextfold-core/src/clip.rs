@@ -363,7 +363,8 @@ pub fn clip_failed_text(
     // Room for the kept lines: the limit less the widest marker this text can get, shrunk
     // below until the whole fits (the count of joined pieces can differ from their sum).
     let failure = failure.map(str::trim).filter(|line| !line.is_empty());
-    let widest = Cut { lines: Some(text.len()), tokens: (text.len() as u64, false), bytes: text.len(), pretty: true, failure };
+    let widest =
+        Cut { lines: Some(text.len()), tokens: (text.len() as u64, false), bytes: text.len(), pretty: true, failure };
     let widest = marker(&widest, kind, config, reference);
     let mut room = max.saturating_sub(counter.count_text(&widest) + 8);
     let shape = match one_line_json(text) {
@@ -392,7 +393,13 @@ pub fn clip_failed_text(
         };
         // The telling line goes into the marker only when the kept ends lack it.
         let failure = failure.filter(|line| !kept.head.contains(line) && !kept.tail.contains(line));
-        let cut = Cut { lines, tokens: tokens_of(kept.middle, counter), bytes: kept.middle.len(), pretty: kept.pretty, failure };
+        let cut = Cut {
+            lines,
+            tokens: tokens_of(kept.middle, counter),
+            bytes: kept.middle.len(),
+            pretty: kept.pretty,
+            failure,
+        };
         let marker = marker(&cut, kind, config, reference);
         let mut out = String::with_capacity(kept.head.len() + kept.tail.len() + marker.len() + 2);
         out.push_str(kept.head);
@@ -517,7 +524,8 @@ mod tests {
         assert_eq!(clip_failed_text(&out, Some(failure), &config(200), ActionKind::Shell, "cf-6", &Chars4), None);
         // A telling line the kept ends show is not said twice.
         let head_failure = "step 0 ok";
-        let out = clip_failed_text(&text, Some(head_failure), &config(200), ActionKind::Shell, "cf-6", &Chars4).unwrap();
+        let out =
+            clip_failed_text(&text, Some(head_failure), &config(200), ActionKind::Shell, "cf-6", &Chars4).unwrap();
         assert_eq!(out.matches(head_failure).count(), 1, "{out}");
         assert!(!out.contains("; failed:"));
     }

@@ -370,11 +370,7 @@ pub fn error_line(text: &str) -> String {
         "denied",
         "cannot",
     ];
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !is_wrapper(line))
-        .collect();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty() && !is_wrapper(line)).collect();
     // A traceback's exception line is the first line after it that is not indented.
     let exception = text
         .lines()
@@ -542,7 +538,8 @@ mod tests {
 
     #[test]
     fn an_error_line_opening_with_a_tag_is_the_error_and_wrappers_are_not() {
-        let edit = "<tool_use_error>String to replace not found in file.\nString: # pytest\n.hypothesis/</tool_use_error>";
+        let edit =
+            "<tool_use_error>String to replace not found in file.\nString: # pytest\n.hypothesis/</tool_use_error>";
         assert_eq!(error_line(edit), "<tool_use_error>String to replace not found in file.");
         let shell = "<returncode>1</returncode>\n<output>\n<stdin>:1: SyntaxError: invalid syntax\n</output>";
         assert_eq!(error_line(shell), "<stdin>:1: SyntaxError: invalid syntax");

@@ -552,7 +552,10 @@ mod tests {
         let text = handoff(&facts, None, FirstRequest::InFacts, 1_000, &Chars4);
         assert!(Chars4.count_text(&text) <= 1_000);
         for index in 0..20 {
-            assert!(text.contains(&format!("unit{index}.c:{index}: error: expected ';'")), "error {index} lost:\n{text}");
+            assert!(
+                text.contains(&format!("unit{index}.c:{index}: error: expected ';'")),
+                "error {index} lost:\n{text}"
+            );
         }
         assert!(parse_sections(&text).unwrap()[3].len() < 30, "the commands gave way:\n{text}");
     }
