@@ -342,6 +342,11 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         allowance.iter().zip(&natural).map(|(allowed, natural)| allowed.saturating_sub(*natural)).sum();
     for index in SPARE_ORDER {
         let extra = natural[index].saturating_sub(allowance[index]).min(spare);
+        // Room that would hold none of a section's bullets, even shortened, goes on to the
+        // next section: a tiny budget keeps a short bullet rather than nothing.
+        if allowance[index] + extra < shortest_bullet(index, &sections[index], counter) {
+            continue;
+        }
         allowance[index] += extra;
         spare -= extra;
     }
@@ -409,6 +414,16 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         return text;
     }
     cut_chars(&text, budget, counter)
+}
+
+/// The tokens of the shortest bullet of section `index` once shortened as [`fit`] shortens
+/// them; 0 for an empty section.
+fn shortest_bullet(index: usize, bullets: &[String], counter: &dyn TokenCounter) -> u64 {
+    let keep = match index {
+        ERRORS => SHORT_ERROR_CHARS,
+        _ => SHORT_BULLET_CHARS,
+    };
+    bullets.iter().map(|bullet| counter.count_text(&shorten(bullet, keep)) + 2).min().unwrap_or(0)
 }
 
 /// `bullet` cut to about `keep` characters, keeping an error's status at its end.
