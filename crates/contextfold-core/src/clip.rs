@@ -1,6 +1,7 @@
 //! Clipping: a tool output larger than any budget keeps its first and last lines, with a
 //! marker in the middle that says what was cut (lines, tokens, bytes), names the ref of the
-//! full output and says how to get it back.
+//! full output and says how to get it back. The marker of a failed output whose telling
+//! error line was cut holds that line, so what went wrong stays in sight.
 //!
 //! Clipping works on whole lines where it can (a single huge line is cut at a character
 //! boundary, never inside a UTF-8 character). One-line JSON is shown pretty-printed so its
@@ -12,6 +13,7 @@
 //! changes nothing.
 
 use crate::conversation::{Block, Conversation, ToolResultContent, ToolUse};
+use crate::extract::{clip_chars, error_line, outcome, Outcome};
 use crate::hash::payload_ref;
 use crate::tokens::{count_block, TokenCounter, BLOCK_OVERHEAD};
 use crate::tools::{classify, ActionKind, Preset};
@@ -294,16 +296,22 @@ fn hint(kind: ActionKind, recall_tool: bool) -> &'static str {
     }
 }
 
-/// The marker for a cut of `lines` lines (when known) holding `tokens` tokens and `bytes` bytes.
-fn marker(
+/// How many characters of a failed output's telling line a marker holds.
+const FAILURE_CHARS: usize = 160;
+
+/// What a marker says about the cut part.
+struct Cut<'a> {
     lines: Option<usize>,
-    (tokens, counted): (u64, bool),
+    tokens: (u64, bool),
     bytes: usize,
     pretty: bool,
-    kind: ActionKind,
-    config: &ClipConfig,
-    reference: &str,
-) -> String {
+    /// The telling line of a failed output, when the cut part holds it.
+    failure: Option<&'a str>,
+}
+
+/// The marker for `cut`.
+fn marker(cut: &Cut, kind: ActionKind, config: &ClipConfig, reference: &str) -> String {
+    let Cut { lines, tokens: (tokens, counted), bytes, pretty, failure } = *cut;
     let size = format!("{}, {}", short_tokens(tokens, counted), short_bytes(bytes));
     let what = match lines {
         Some(1) => format!("1 line ({size})"),
@@ -311,8 +319,9 @@ fn marker(
         None => size,
     };
     let shown = if pretty { " (JSON, shown pretty-printed)" } else { "" };
+    let failure = failure.map(|line| format!("; failed: {}", clip_chars(line, FAILURE_CHARS))).unwrap_or_default();
     format!(
-        "{CLIP_PREFIX}{what} from the middle of this output{shown} — {}; ref {reference}]",
+        "{CLIP_PREFIX}{what} from the middle of this output{shown}{failure} — {}; ref {reference}]",
         hint(kind, config.recall_tool)
     )
 }
@@ -329,6 +338,19 @@ pub fn clip_text(
     reference: &str,
     counter: &dyn TokenCounter,
 ) -> Option<String> {
+    clip_failed_text(text, None, config, kind, reference, counter)
+}
+
+/// [`clip_text`] for an output whose call failed with the telling line `failure`
+/// ([`error_line`]): when clipping cuts that line, the marker holds it.
+pub fn clip_failed_text(
+    text: &str,
+    failure: Option<&str>,
+    config: &ClipConfig,
+    kind: ActionKind,
+    reference: &str,
+    counter: &dyn TokenCounter,
+) -> Option<String> {
     let max = config.max_tokens.max(MIN_CLIP_TOKENS);
     if !is_over(text, max, counter) {
         return None;
@@ -340,7 +362,10 @@ pub fn clip_text(
     };
     // Room for the kept lines: the limit less the widest marker this text can get, shrunk
     // below until the whole fits (the count of joined pieces can differ from their sum).
-    let widest = marker(Some(text.len()), (text.len() as u64, false), text.len(), true, kind, config, reference);
+    let failure = failure.map(str::trim).filter(|line| !line.is_empty());
+    let widest =
+        Cut { lines: Some(text.len()), tokens: (text.len() as u64, false), bytes: text.len(), pretty: true, failure };
+    let widest = marker(&widest, kind, config, reference);
     let mut room = max.saturating_sub(counter.count_text(&widest) + 8);
     let shape = match one_line_json(text) {
         true => {
@@ -366,8 +391,16 @@ pub fn clip_text(
                     + usize::from(!kept.middle.is_empty() && !kept.middle.ends_with('\n')),
             ),
         };
-        let marker =
-            marker(lines, tokens_of(kept.middle, counter), kept.middle.len(), kept.pretty, kind, config, reference);
+        // The telling line goes into the marker only when the kept ends lack it.
+        let failure = failure.filter(|line| !kept.head.contains(line) && !kept.tail.contains(line));
+        let cut = Cut {
+            lines,
+            tokens: tokens_of(kept.middle, counter),
+            bytes: kept.middle.len(),
+            pretty: kept.pretty,
+            failure,
+        };
+        let marker = marker(&cut, kind, config, reference);
         let mut out = String::with_capacity(kept.head.len() + kept.tail.len() + marker.len() + 2);
         out.push_str(kept.head);
         if !out.is_empty() && !out.ends_with('\n') {
@@ -422,8 +455,10 @@ pub fn clip(conversation: &mut Conversation, config: &ClipConfig, counter: &dyn 
                 ToolResultContent::Blocks(blocks) => Value::Array(blocks.iter().map(Block::to_value).collect()),
             };
             let reference = payload_ref(&payload);
+            let failure = matches!(outcome(result), Outcome::Failed(_)).then(|| error_line(&result.text()));
+            let clip_text = |text: &str| clip_failed_text(text, failure.as_deref(), config, kind, &reference, counter);
             let new_text = match content {
-                ToolResultContent::Text(text) => match clip_text(text, config, kind, &reference, counter) {
+                ToolResultContent::Text(text) => match clip_text(text) {
                     Some(clipped) => clipped,
                     None => continue,
                 },
@@ -436,7 +471,7 @@ pub fn clip(conversation: &mut Conversation, config: &ClipConfig, counter: &dyn 
                         })
                         .collect::<Vec<_>>()
                         .join("\n");
-                    clip_text(&text, config, kind, &reference, counter).unwrap_or(text)
+                    clip_text(&text).unwrap_or(text)
                 }
             };
             result.content = Some(ToolResultContent::Text(new_text));
@@ -474,6 +509,42 @@ mod tests {
         assert!(out.contains(" lines (") && out.contains("from the middle of this output — re-run the command"));
         assert!(out.contains("ref cf-1]"));
         assert_eq!(clip_text(&out, &config(200), ActionKind::Shell, "cf-1", &Chars4), None, "idempotent");
+    }
+
+    #[test]
+    fn a_failed_output_keeps_its_telling_line_in_the_marker_when_it_is_cut() {
+        let mut text: String = (0..400).map(|line| format!("step {line} ok\n")).collect();
+        text.push_str("fatal: Host key verification failed.\n");
+        text.extend((0..400).map(|line| format!("cleanup {line}\n")));
+        let failure = "fatal: Host key verification failed.";
+        let out = clip_failed_text(&text, Some(failure), &config(200), ActionKind::Shell, "cf-6", &Chars4).unwrap();
+        assert!(Chars4.count_text(&out) <= 200, "{out}");
+        let marker = out.lines().find(|line| line.starts_with(CLIP_PREFIX)).unwrap();
+        assert!(marker.contains("; failed: fatal: Host key verification failed. — re-run the command"), "{marker}");
+        assert_eq!(clip_failed_text(&out, Some(failure), &config(200), ActionKind::Shell, "cf-6", &Chars4), None);
+        // A telling line the kept ends show is not said twice.
+        let head_failure = "step 0 ok";
+        let out =
+            clip_failed_text(&text, Some(head_failure), &config(200), ActionKind::Shell, "cf-6", &Chars4).unwrap();
+        assert_eq!(out.matches(head_failure).count(), 1, "{out}");
+        assert!(!out.contains("; failed:"));
+    }
+
+    #[test]
+    fn a_failed_result_in_a_conversation_is_clipped_with_its_error_line() {
+        let mut output = "Exit code 255\n".to_string();
+        output.extend((0..300).map(|line| format!("debug1: reading configuration line {line}\n")));
+        output.push_str("Host key verification failed.\n");
+        output.extend((0..300).map(|line| format!("debug1: closing {line}\n")));
+        let mut conversation = Conversation::from_value(serde_json::json!([
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Bash", "input": {"command": "ssh host"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": output, "is_error": true}]}
+        ]))
+        .unwrap();
+        assert_eq!(clip(&mut conversation, &config(300), &Chars4).len(), 1);
+        let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
+        assert!(result.text().contains("; failed: Host key verification failed. —"), "{}", result.text());
     }
 
     #[test]

@@ -323,6 +323,17 @@ pub(crate) fn describe(value: &Value) -> &'static str {
     }
 }
 
+/// The fields of an object left once the modelled ones are taken: an empty map when none
+/// are, so that a message read from JSON holds no spare room in each block (the parsed
+/// object's table would be kept, empty, in every block).
+fn leftover(map: Extra) -> Extra {
+    if map.is_empty() {
+        Extra::new()
+    } else {
+        map
+    }
+}
+
 fn take_string(map: &mut Extra, key: &str, kind: &str, location: Location) -> Result<String, ModelError> {
     match map.remove(key) {
         Some(Value::String(text)) => Ok(text),
@@ -395,7 +406,7 @@ impl Conversation {
                         ))
                     }
                 };
-                Ok(Conversation { system, messages, tools, extra: map })
+                Ok(Conversation { system, messages, tools, extra: leftover(map) })
             }
             other => Err(ModelError::at(
                 Location::default(),
@@ -471,7 +482,7 @@ impl Message {
             }
             None => return Err(ModelError::at(location, "the message has no `content`")),
         };
-        Ok(Message { role, content, shape, extra: map })
+        Ok(Message { role, content, shape, extra: leftover(map) })
     }
 
     /// Writes the message in Anthropic form, restoring a string `content` where it can.
@@ -512,7 +523,7 @@ impl Block {
         let block = match kind.as_str() {
             "text" => {
                 map.remove("type");
-                Block::Text(Text { text: take_string(&mut map, "text", "text", location)?, extra: map })
+                Block::Text(Text { text: take_string(&mut map, "text", "text", location)?, extra: leftover(map) })
             }
             "tool_use" => {
                 map.remove("type");
@@ -521,7 +532,7 @@ impl Block {
                 let input = map
                     .remove("input")
                     .ok_or_else(|| ModelError::at(location, "tool_use block is missing the required field `input`"))?;
-                Block::ToolUse(ToolUse { id, name, input, extra: map })
+                Block::ToolUse(ToolUse { id, name, input, extra: leftover(map) })
             }
             "tool_result" => {
                 map.remove("type");
@@ -553,21 +564,21 @@ impl Block {
                         ))
                     }
                 };
-                Block::ToolResult(ToolResult { tool_use_id, content, is_error, extra: map })
+                Block::ToolResult(ToolResult { tool_use_id, content, is_error, extra: leftover(map) })
             }
             "thinking" => {
                 map.remove("type");
                 Block::Thinking(Thinking {
                     thinking: take_string(&mut map, "thinking", "thinking", location)?,
                     signature: take_optional_string(&mut map, "signature", "thinking", location)?,
-                    extra: map,
+                    extra: leftover(map),
                 })
             }
             "redacted_thinking" => {
                 map.remove("type");
                 Block::RedactedThinking(RedactedThinking {
                     data: take_string(&mut map, "data", "redacted_thinking", location)?,
-                    extra: map,
+                    extra: leftover(map),
                 })
             }
             "image" | "document" => {
@@ -575,7 +586,7 @@ impl Block {
                 let source = map.remove("source").ok_or_else(|| {
                     ModelError::at(location, format!("{kind} block is missing the required field `source`"))
                 })?;
-                let media = Media { source, extra: map };
+                let media = Media { source, extra: leftover(map) };
                 if kind == "image" {
                     Block::Image(media)
                 } else {

@@ -370,16 +370,7 @@ pub fn error_line(text: &str) -> String {
         "denied",
         "cannot",
     ];
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| {
-            let wrapper = line.starts_with('<')
-                || line.starts_with("[Command finished")
-                || (line.starts_with("Exit code") && line.len() <= 16);
-            !line.is_empty() && !wrapper
-        })
-        .collect();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty() && !is_wrapper(line)).collect();
     // A traceback's exception line is the first line after it that is not indented.
     let exception = text
         .lines()
@@ -392,6 +383,15 @@ pub fn error_line(text: &str) -> String {
         Some(line) => clip_chars(line, 200),
         None => first_line(text, 200),
     }
+}
+
+/// Whether `line` is one an agent's harness wraps output in (`<returncode>1</returncode>`,
+/// `<output>`, `Exit code 1`, `[Command finished with exit code 1]`), not output: a line
+/// that only opens with a tag, such as `<tool_use_error>String to replace not found`, is
+/// the error itself.
+fn is_wrapper(line: &str) -> bool {
+    ["<returncode>", "<output", "</output", "[Command finished"].iter().any(|wrapper| line.starts_with(wrapper))
+        || (line.starts_with("Exit code") && line.len() <= 16)
 }
 
 /// The sentences of `text`: split after `.`, `!` or `?` followed by white space, and at
@@ -534,6 +534,16 @@ mod tests {
         assert!(!facts.errors[0].fixed, "a different tool name (Bash vs bash) is a different call");
         assert_eq!(facts.decisions, ["The root cause is banker's rounding."]);
         assert_eq!(facts.next_step.as_deref(), Some("Let me switch to quantize."));
+    }
+
+    #[test]
+    fn an_error_line_opening_with_a_tag_is_the_error_and_wrappers_are_not() {
+        let edit =
+            "<tool_use_error>String to replace not found in file.\nString: # pytest\n.hypothesis/</tool_use_error>";
+        assert_eq!(error_line(edit), "<tool_use_error>String to replace not found in file.");
+        let shell = "<returncode>1</returncode>\n<output>\n<stdin>:1: SyntaxError: invalid syntax\n</output>";
+        assert_eq!(error_line(shell), "<stdin>:1: SyntaxError: invalid syntax");
+        assert_eq!(error_line("Exit code 2\nmake: *** [all] Error 2"), "make: *** [all] Error 2");
     }
 
     #[test]

@@ -30,14 +30,20 @@ pub const EARLIER_SUMMARY: &str = "Earlier summary";
 /// [`SECTIONS`] order.
 const SHARES: [f64; 7] = [0.30, 0.05, 0.15, 0.05, 0.30, 0.07, 0.08];
 
+/// The order sections get what other sections leave of their share: the user's words and
+/// what went wrong first, then what the assistant is doing and what changed; the list of
+/// commands (whose failures the errors already name) and of files read last.
+const SPARE_ORDER: [usize; 7] = [0, ERRORS, CURRENT, 2, 5, 3, 1];
+
 /// The index of the errors section in [`SECTIONS`].
 const ERRORS: usize = 4;
 
 /// The index of the current work section in [`SECTIONS`].
 const CURRENT: usize = 6;
 
-/// How long a fixed error's bullet gets before any error is dropped.
-const FIXED_ERROR_CHARS: usize = 120;
+/// How long an error's bullet gets before any error is dropped (fixed ones first): its
+/// telling line's opening, then as much of the command as is left.
+const SHORT_ERROR_CHARS: usize = 120;
 
 /// How the count of fixed errors left out for room ends; a count is made afresh at each
 /// fit, never merged.
@@ -334,20 +340,31 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
     let mut allowance: Vec<u64> = SHARES.iter().map(|share| (share * available as f64) as u64).collect();
     let mut spare: u64 =
         allowance.iter().zip(&natural).map(|(allowed, natural)| allowed.saturating_sub(*natural)).sum();
-    for (allowed, natural) in allowance.iter_mut().zip(&natural) {
-        let extra = natural.saturating_sub(*allowed).min(spare);
-        *allowed += extra;
+    for index in SPARE_ORDER {
+        let extra = natural[index].saturating_sub(allowance[index]).min(spare);
+        // Room that would hold none of a section's bullets, even shortened, goes on to the
+        // next section: a tiny budget keeps a short bullet rather than nothing.
+        if allowance[index] + extra < shortest_bullet(index, &sections[index], counter) {
+            continue;
+        }
+        allowance[index] += extra;
         spare -= extra;
     }
     let mut dropped_fixed = 0;
     for (index, bullets) in sections.iter_mut().enumerate() {
         let mut total = natural[index];
-        if index == ERRORS && total > allowance[index] {
-            // Fixed errors are shortened before anything else is.
-            for bullet in bullets.iter_mut().filter(|bullet| bullet.ends_with(FIXED)) {
-                *bullet = shorten(bullet, FIXED_ERROR_CHARS);
+        if index == ERRORS {
+            // Fixed errors are shortened before anything else is, then open ones: one short
+            // line per failure before any failure is dropped.
+            for fixed in [true, false] {
+                if total <= allowance[index] {
+                    break;
+                }
+                for bullet in bullets.iter_mut().filter(|bullet| bullet.ends_with(FIXED) == fixed) {
+                    *bullet = shorten(bullet, SHORT_ERROR_CHARS);
+                }
+                total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
             }
-            total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
         }
         if total > allowance[index] {
             for bullet in bullets.iter_mut() {
@@ -397,6 +414,16 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
         return text;
     }
     cut_chars(&text, budget, counter)
+}
+
+/// The tokens of the shortest bullet of section `index` once shortened as [`fit`] shortens
+/// them; 0 for an empty section.
+fn shortest_bullet(index: usize, bullets: &[String], counter: &dyn TokenCounter) -> u64 {
+    let keep = match index {
+        ERRORS => SHORT_ERROR_CHARS,
+        _ => SHORT_BULLET_CHARS,
+    };
+    bullets.iter().map(|bullet| counter.count_text(&shorten(bullet, keep)) + 2).min().unwrap_or(0)
 }
 
 /// `bullet` cut to about `keep` characters, keeping an error's status at its end.
@@ -518,6 +545,61 @@ mod tests {
         // Unresolved errors come first; fixed ones dropped for room are counted.
         assert!(sections[ERRORS].iter().take(open).all(|error| error.ends_with(UNRESOLVED)), "{text}");
         assert!(fixed + counted > 0 || open == sections[ERRORS].len());
+    }
+
+    #[test]
+    fn errors_get_the_room_other_sections_leave_before_the_list_of_commands() {
+        use crate::extract::{CommandRun, ErrorSeen};
+        let mut facts = Facts::default();
+        for index in 0..30 {
+            let command = format!("make target{index} {}", "--with-a-long-flag ".repeat(7));
+            facts.commands.push(CommandRun { command, outcome: Outcome::Ok, message: index });
+        }
+        for index in 0..20 {
+            facts.errors.push(ErrorSeen {
+                tool: "Bash".into(),
+                target: Some(format!("cc -c unit{index}.c")),
+                first_line: format!("unit{index}.c:{index}: error: expected ';' before '}}' token"),
+                message: index,
+                fixed: false,
+            });
+        }
+        let text = handoff(&facts, None, FirstRequest::InFacts, 1_000, &Chars4);
+        assert!(Chars4.count_text(&text) <= 1_000);
+        for index in 0..20 {
+            assert!(
+                text.contains(&format!("unit{index}.c:{index}: error: expected ';'")),
+                "error {index} lost:\n{text}"
+            );
+        }
+        assert!(parse_sections(&text).unwrap()[3].len() < 30, "the commands gave way:\n{text}");
+    }
+
+    #[test]
+    fn open_errors_are_shortened_to_one_short_line_each_before_any_is_dropped() {
+        use crate::extract::ErrorSeen;
+        let facts = Facts {
+            errors: (0..24)
+                .map(|index| ErrorSeen {
+                    tool: "Bash".into(),
+                    target: Some(format!("ssh host{index} 'systemctl restart blocky && journalctl -u blocky -n 50'")),
+                    first_line: format!(
+                        "0 [main] bash ({index}) child_copy: cygheap read copy failed, 0x0..0x800020ef0, done 0, windows pid {index}, Win32 error 299"
+                    ),
+                    message: index,
+                    fixed: false,
+                })
+                .collect(),
+            ..Facts::default()
+        };
+        let text = handoff(&facts, None, FirstRequest::InFacts, 1_100, &Chars4);
+        assert!(Chars4.count_text(&text) <= 1_100);
+        let errors = &parse_sections(&text).unwrap()[ERRORS];
+        assert_eq!(errors.len(), 24, "{text}");
+        for (index, bullet) in errors.iter().enumerate() {
+            assert!(bullet.starts_with(&format!("0 [main] bash ({index}) child_copy: cygheap read copy failed")));
+            assert!(bullet.ends_with(" — unresolved") && bullet.chars().count() <= SHORT_ERROR_CHARS + 20, "{bullet}");
+        }
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //!   (calls alternating between them, no stickiness); and requests per second with 50
 //!   conversations at once.
 //!
-//! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), or `-- stores`
-//! for the stores alone. Everything runs in this process on 127.0.0.1: the client, the
+//! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
+//! the latency alone, or `-- stores` for the stores alone. Everything runs in this process on 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
@@ -82,6 +82,9 @@ fn main() {
             return;
         }
         latency(&upstream).await;
+        if std::env::args().any(|arg| arg == "latency") {
+            return;
+        }
         throughput(&upstream, None, "default window, no compaction").await;
         throughput(&upstream, Some(24_000), "24k window, compacting").await;
         memory(&upstream, 40, 900).await;

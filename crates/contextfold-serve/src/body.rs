@@ -6,8 +6,7 @@
 //! starts and ends: a compacted body is the client's bytes with only that span replaced
 //! ([`RequestBody::splice`]).
 
-use contextfold_core::{Message, ModelError};
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -50,10 +49,11 @@ impl BodyError {
 #[derive(Debug)]
 pub struct RequestBody<'a> {
     text: &'a str,
+    /// Every top-level field but the list.
     fields: Vec<(String, &'a RawValue)>,
-    /// The field holding the conversation's list.
-    list: &'static str,
     messages: Vec<&'a RawValue>,
+    /// Where the list lies in the body, in bytes.
+    span: (usize, usize),
 }
 
 impl<'a> RequestBody<'a> {
@@ -63,7 +63,8 @@ impl<'a> RequestBody<'a> {
         RequestBody::parse_list(bytes, "messages")
     }
 
-    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array.
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array. The body
+    /// is read in one pass, the list's entries split out as it goes.
     pub fn parse_list(bytes: &'a [u8], list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
         let trimmed = text.trim_start();
@@ -72,18 +73,18 @@ impl<'a> RequestBody<'a> {
             serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|err| BodyError::json(&err))?;
             return Err(BodyError::NotAnObject(list));
         }
-        let Fields(fields) = serde_json::from_str(text).map_err(|err| BodyError::json(&err))?;
-        let mut found = fields.iter().filter(|(key, _)| key == list);
-        let raw = match (found.next(), found.next()) {
-            (Some((_, raw)), None) => *raw,
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let Fields { fields, mut lists } =
+            FieldsSeed { list }.deserialize(&mut deserializer).map_err(|err| BodyError::json(&err))?;
+        deserializer.end().map_err(|err| BodyError::json(&err))?;
+        let messages = match (lists.pop(), lists.is_empty()) {
+            (Some(Some(messages)), true) => messages,
             (None, _) => return Err(BodyError::List(list, "is missing")),
-            (Some(_), Some(_)) => return Err(BodyError::List(list, "appears twice")),
+            (Some(_), false) => return Err(BodyError::List(list, "appears twice")),
+            (Some(None), true) => return Err(BodyError::List(list, "must be an array")),
         };
-        if !raw.get().starts_with('[') {
-            return Err(BodyError::List(list, "must be an array"));
-        }
-        let messages: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|err| BodyError::json(&err))?;
-        Ok(RequestBody { text, fields, list, messages })
+        let span = span(text, &messages).unwrap_or_else(|| empty_span(text, list));
+        Ok(RequestBody { text, fields, messages, span })
     }
 
     /// Whether the client asked for a stream (`"stream": true`).
@@ -112,19 +113,6 @@ impl<'a> RequestBody<'a> {
         self.messages.iter().map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null)).collect()
     }
 
-    /// The messages, read into the conversation model.
-    pub fn messages(&self) -> Result<Vec<Message>, ModelError> {
-        self.messages
-            .iter()
-            .enumerate()
-            .map(|(index, raw)| {
-                // The text was parsed once already; it is valid JSON.
-                let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-                Message::from_value(value, index)
-            })
-            .collect()
-    }
-
     /// The body with the list replaced by `messages_json` and every other byte kept.
     pub fn splice(&self, messages_json: &str) -> String {
         let (start, end) = self.messages_span();
@@ -137,36 +125,152 @@ impl<'a> RequestBody<'a> {
 
     /// Where the list lies in the body, in bytes.
     fn messages_span(&self) -> (usize, usize) {
-        let raw = self.raw(self.list).unwrap_or_default();
-        // `raw` is a slice of `text` (a borrowed raw value), so its offset is the distance
-        // between the two pointers.
-        let start = raw.as_ptr() as usize - self.text.as_ptr() as usize;
+        self.span
+    }
+}
+
+/// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
+/// after the last (entries are slices of `text`, so their offsets are the distances between
+/// the pointers). `None` for an empty list.
+fn span(text: &str, entries: &[&RawValue]) -> Option<(usize, usize)> {
+    let offset = |raw: &RawValue| raw.get().as_ptr() as usize - text.as_ptr() as usize;
+    let (first, last) = (entries.first()?, entries.last()?);
+    let start = text[..offset(first)].trim_end().len().checked_sub(1)?;
+    let after = offset(last) + last.get().len();
+    let end = text.len() - text[after..].trim_start().len() + 1;
+    (text.as_bytes().get(start) == Some(&b'[') && text.as_bytes().get(end - 1) == Some(&b']')).then_some((start, end))
+}
+
+/// Where an empty list lies in `text` (read again, which costs little: nothing else holds
+/// an empty conversation's body up).
+fn empty_span(text: &str, list: &str) -> (usize, usize) {
+    let fields: Vec<(String, &RawValue)> =
+        serde_json::from_str::<AllFields>(text).map_or_else(|_| Vec::new(), |all| all.0);
+    let raw = fields.iter().find(|(key, _)| key == list).map_or("", |(_, raw)| raw.get());
+    let start = raw.as_ptr() as usize - text.as_ptr() as usize;
+    if raw.is_empty() {
+        (0, 0)
+    } else {
         (start, start + raw.len())
     }
 }
 
-/// The top-level fields of an object, in order, each as its raw text.
-struct Fields<'a>(Vec<(String, &'a RawValue)>);
+/// The top-level fields of an object but `list`, in order, each as its raw text, and each
+/// occurrence of `list`: its entries, or `None` when it is not an array.
+struct Fields<'a> {
+    fields: Vec<(String, &'a RawValue)>,
+    lists: Vec<Option<Vec<&'a RawValue>>>,
+}
 
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+struct FieldsSeed {
+    list: &'static str,
+}
+
+impl<'de> DeserializeSeed<'de> for FieldsSeed {
+    type Value = Fields<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Fields<'de>, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldsSeed {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
+        let (mut fields, mut lists) = (Vec::new(), Vec::new());
+        while let Some(key) = map.next_key::<String>()? {
+            if key == self.list {
+                lists.push(map.next_value::<Entries<'de>>()?.0);
+            } else {
+                fields.push((key, map.next_value::<&'de RawValue>()?));
+            }
+        }
+        Ok(Fields { fields, lists })
+    }
+}
+
+/// An array's entries as raw text, or `None` for any other value.
+struct Entries<'a>(Option<Vec<&'a RawValue>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FieldsVisitor;
-        impl<'de> Visitor<'de> for FieldsVisitor {
-            type Value = Fields<'de>;
+        struct EntriesVisitor;
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Entries<'de>, S::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = seq.next_element::<&'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(Some(entries)))
+            }
+
+            // Any other value is read whole (the body must be valid JSON) and is not a list.
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Entries<'de>, M::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Entries(None))
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+
+            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+
+            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+
+            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+
+            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
+                Ok(Entries(None))
+            }
+        }
+        deserializer.deserialize_any(EntriesVisitor)
+    }
+}
+
+/// Every top-level field of an object, in order, each as its raw text.
+struct AllFields<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for AllFields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AllVisitor;
+        impl<'de> Visitor<'de> for AllVisitor {
+            type Value = AllFields<'de>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
 
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<AllFields<'de>, M::Error> {
                 let mut fields = Vec::new();
                 while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
                     fields.push((key, value));
                 }
-                Ok(Fields(fields))
+                Ok(AllFields(fields))
             }
         }
-        deserializer.deserialize_map(FieldsVisitor)
+        deserializer.deserialize_map(AllVisitor)
     }
 }
 

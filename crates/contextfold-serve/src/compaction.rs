@@ -360,7 +360,10 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
     });
     state.compacted = compaction.is_some();
     let sent: Vec<&Message> = prepared.iter().collect();
-    let kept = kept_tail(&sent, request.messages);
+    let client = request.messages;
+    // The newest messages the middleware holds as the client gave them need no comparing.
+    let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(client.len()) } else { 0 };
+    let kept = same + kept_tail(&sent[..sent.len() - same], &client[..client.len() - same]);
     if kept == sent.len() && kept == request.messages.len() {
         return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
     }
@@ -377,12 +380,13 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
 }
 
 /// How many of the newest messages `sent` and `client` share, by content (cache
-/// breakpoints aside).
+/// breakpoints aside). Most are equal as they are, which is cheaper to see than their
+/// fingerprints (which leave the breakpoints out).
 fn kept_tail(sent: &[&Message], client: &[Message]) -> usize {
     sent.iter()
         .rev()
         .zip(client.iter().rev())
-        .take_while(|(sent, client)| message_fingerprint(sent) == message_fingerprint(client))
+        .take_while(|(sent, client)| **sent == *client || message_fingerprint(sent) == message_fingerprint(client))
         .count()
 }
 

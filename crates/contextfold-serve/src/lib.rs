@@ -44,6 +44,7 @@ mod forward;
 mod headers;
 mod log;
 mod openai;
+mod parsed;
 mod prepare;
 mod proxy;
 mod relay;
@@ -181,6 +182,7 @@ impl Proxy {
                 strategy: config.strategy,
             },
             conversations: conversations::Conversations::new(config.max_sessions),
+            parsed: conversations::Conversations::new(config.max_sessions),
             store,
             token: config.auth_token.clone(),
             max_body: config.max_body,

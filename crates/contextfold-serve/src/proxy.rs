@@ -16,6 +16,7 @@ use crate::error::ProxyError;
 use crate::forward::Upstream;
 use crate::headers::{has_token, upstream_request};
 use crate::log::{Action, RequestLog};
+use crate::parsed::{read_message, ParsedHistory};
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
@@ -43,6 +44,8 @@ pub struct App {
     pub settings: Settings,
     /// Each conversation's state.
     pub conversations: Conversations<ConversationState>,
+    /// Each Messages conversation's last messages, read into the model.
+    pub parsed: Conversations<ParsedHistory>,
     /// Where each conversation's compactions are kept, when anywhere.
     pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.
@@ -124,13 +127,6 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err) => return Err(ProxyError::bad_request(err.to_string())),
     };
-    let messages = match parsed.messages() {
-        Ok(messages) => messages,
-        Err(err) => {
-            let note = format!("the compaction cannot read it: {err}");
-            return Ok(untouched(app, log, &note, bytes));
-        }
-    };
     let preamble = match read_preamble(&parsed) {
         Ok(preamble) => preamble,
         Err(why) => {
@@ -138,10 +134,25 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
             return Ok(untouched(app, log, &note, bytes));
         }
     };
-    if let Some(why) = server_side_compaction(&parsed, &messages) {
+    // The conversation is known by its first message; the rest is read once it is found.
+    let first = match parsed.raw_messages().first().map(|raw| read_message(raw, 0)).transpose() {
+        Ok(first) => first,
+        Err(err) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {err}"), bytes)),
+    };
+    let identity =
+        identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
+    let held = app.parsed.slot(identity.conversation);
+    let mut held = held.lock().await;
+    let messages = match held.get_or_insert_with(ParsedHistory::default).read(parsed.raw_messages()) {
+        Ok(messages) => messages,
+        Err(err) => {
+            let note = format!("the compaction cannot read it: {err}");
+            return Ok(untouched(app, log, &note, bytes));
+        }
+    };
+    if let Some(why) = server_side_compaction(&parsed, messages) {
         return Ok(untouched(app, log, why, bytes));
     }
-    let identity = identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), &messages);
     let betas = parts
         .headers
         .get_all("anthropic-beta")
@@ -152,7 +163,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
     let model = parsed.value("model");
     let wire = MessagesWire { raw: parsed.raw_messages() };
     let request = Request {
-        messages: &messages,
+        messages,
         wire: &wire,
         system: preamble.system.as_ref(),
         tools: preamble.tools.as_deref(),

@@ -90,8 +90,9 @@
 //! per conversation with that conversation's `system` and `tools` in its [`MiddlewareConfig`]
 //! (they are counted, never changed). Concurrent [`prepare`](CompactionMiddleware::prepare)
 //! calls for it are serialized, so two never both compact nor interleave their updates.
-//! [`CompactionMiddleware::snapshot`] gives its whole state as a [`MiddlewareState`]
-//! (serde-serializable); [`CompactionMiddleware::restore`] with the same compactor and config
+//! [`CompactionMiddleware::snapshot`] gives its state as a [`MiddlewareState`]
+//! (serde-serializable; what compactions made, not the caller's messages since, which the next
+//! history brings again); [`CompactionMiddleware::restore`] with the same compactor and config
 //! goes on from it, sending for the next request byte for byte what the original would have,
 //! so a restarted proxy or another replica sends the same prefix. A failed compaction comes
 //! back in [`Prepared::error`] (the request is still sendable, uncompacted) and as an

@@ -12,7 +12,7 @@
 //! serialized: a `prepare` holds the conversation's state from the moment it reads it until
 //! its compaction (if any) is in place, so two concurrent calls never both compact nor
 //! interleave their updates; the second sees what the first did. [`snapshot`] and
-//! [`restore`] carry the whole state to another process.
+//! [`restore`] carry the state to another process.
 //!
 //! With a store on its compactor ([`Compactor::with_store`]), each compaction is stored with
 //! the caller's history (not the working copy), and outputs clipped on ingest are stored as
@@ -163,6 +163,10 @@ pub struct Prepared {
     pub history: Arc<Vec<Message>>,
     /// The pending input, sent after the history (clipped on ingest when configured).
     pub pending: Vec<Message>,
+    /// How many of the newest messages of `history` are the caller's own, exactly as it gave
+    /// them (those before were made by a compaction or clipped on ingest): a caller that sends
+    /// its own text for those need not compare them.
+    pub unchanged_tail: usize,
     /// The compaction, if one ran.
     pub event: Option<CompactionEvent>,
     /// Estimated tokens of the request (calibrated by reported usage).
@@ -239,6 +243,9 @@ impl CompactionMiddleware {
             source_len: 0,
             source_last: 0,
             working: Arc::new(Vec::new()),
+            compacted: 0,
+            compacted_source: 0,
+            rebuild: false,
             ledger,
             turns_since: 0,
             tokens_at_compaction: 0,
@@ -301,8 +308,9 @@ impl CompactionMiddleware {
         self
     }
 
-    /// The whole state, once the calls in flight are done: restore it with
-    /// [`CompactionMiddleware::restore`].
+    /// The state, once the calls in flight are done: restore it with
+    /// [`CompactionMiddleware::restore`]. It holds the messages compactions made, not the
+    /// caller's messages since: the restored middleware takes those from the next history.
     pub async fn snapshot(&self) -> MiddlewareState {
         let state = self.state.lock().await;
         MiddlewareState::of(&state, *self.calibration())
@@ -327,10 +335,18 @@ impl CompactionMiddleware {
         let extends = state.source_len > 0
             && history.len() >= state.source_len
             && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
+        if std::mem::take(&mut state.rebuild) && extends {
+            // What a snapshot leaves out, ingested as the first time (its clipped outputs
+            // were stored then).
+            let (rest, _) = self.clip_incoming(history[state.compacted_source..state.source_len].to_vec());
+            Arc::make_mut(&mut state.working).extend(rest);
+        }
         let new = if extends {
             &history[state.source_len..]
         } else {
             state.working = Arc::new(Vec::new());
+            state.compacted = 0;
+            state.compacted_source = 0;
             state.full_summary = None;
             state.turns_since = 0;
             history
@@ -354,14 +370,21 @@ impl CompactionMiddleware {
     /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
     /// the full outputs, if it did.
     async fn clip_ingested(&self, messages: Vec<Message>, offset: usize) -> (Vec<Message>, Option<StoreError>) {
-        let Some(limit) = self.config.clip_on_ingest else { return (messages, None) };
+        let (messages, mut clipped) = self.clip_incoming(messages);
+        clipped.iter_mut().for_each(|item| item.message += offset);
+        let error = self.store_clipped(clipped).await;
+        (messages, error)
+    }
+
+    /// `messages` with tool outputs over `clip_on_ingest` clipped, and what was clipped (by
+    /// index in `messages`).
+    fn clip_incoming(&self, messages: Vec<Message>) -> (Vec<Message>, Vec<Clipped>) {
+        let Some(limit) = self.config.clip_on_ingest else { return (messages, Vec::new()) };
         let mut incoming = Conversation { messages, ..Conversation::default() };
         let evict = &self.config.compact.evict;
         let config = ClipConfig { preset: evict.preset, recall_tool: evict.recall_tool, ..ClipConfig::new(limit) };
-        let mut clipped = clip(&mut incoming, &config, self.compactor.counter());
-        clipped.iter_mut().for_each(|item| item.message += offset);
-        let error = self.store_clipped(clipped).await;
-        (incoming.messages, error)
+        let clipped = clip(&mut incoming, &config, self.compactor.counter());
+        (incoming.messages, clipped)
     }
 
     /// Stores the full outputs of `clipped`, when a store is set; returns why it failed.
@@ -421,6 +444,7 @@ impl CompactionMiddleware {
                 state.consecutive = 0;
                 return Prepared {
                     history: state.working.clone(),
+                    unchanged_tail: self.unchanged_tail(&state),
                     pending,
                     event: None,
                     request_tokens: input.request_tokens,
@@ -434,6 +458,7 @@ impl CompactionMiddleware {
             .then(|| "the compaction found nothing to do: the history is within its target".to_string());
         Prepared {
             history: state.working.clone(),
+            unchanged_tail: self.unchanged_tail(&state),
             pending,
             event,
             request_tokens: self.fixed_tokens + state.ledger.total() + pending_tokens,
@@ -450,6 +475,7 @@ impl CompactionMiddleware {
         let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, history).await;
         Prepared {
             history: state.working.clone(),
+            unchanged_tail: self.unchanged_tail(&state),
             pending: Vec::new(),
             event,
             request_tokens: self.fixed_tokens + state.ledger.total(),
@@ -516,12 +542,22 @@ impl CompactionMiddleware {
         event.store_error = store_error.as_ref().map(ToString::to_string);
         self.emit(Event::Compacted(event.clone()));
         state.working = Arc::new(compacted.conversation.messages);
+        state.compacted = state.working.len();
+        state.compacted_source = state.source_len;
         state.full_summary = compacted.full_summary;
         state.ledger.resync(&state.working);
         state.tokens_at_compaction = state.ledger.total();
         state.turns_since = 0;
         state.consecutive += 1;
         (Some(event), store_error.map(PrepareError::Store))
+    }
+
+    /// How many of the working copy's newest messages are the caller's, as it gave them.
+    fn unchanged_tail(&self, state: &State) -> usize {
+        match self.config.clip_on_ingest {
+            Some(_) => 0,
+            None => state.working.len().saturating_sub(state.compacted),
+        }
     }
 
     /// Traces `event` and hands it to the observer.

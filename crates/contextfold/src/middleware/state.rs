@@ -6,14 +6,22 @@
 //! counts are not in it: they follow from the messages and are counted again on restore.
 //! So a middleware restored from a snapshot (in another process, on another replica) sends
 //! for the next request exactly what the original would have sent.
+//!
+//! The working copy is the last compaction's output followed by the caller's messages since,
+//! as they were ingested. A snapshot holds only the first part and where in the caller's
+//! history the second begins: the rest is the caller's to send again, and the restored
+//! middleware ingests it again from the next request's history. So a snapshot's size follows
+//! what compactions made, not the length of the conversation, and a conversation that never
+//! compacted snapshots to a few counters.
 
 use contextfold_core::tokens::TokenLedger;
 use contextfold_core::{ContentShape, Message};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
-/// The version of the snapshot format this build writes and reads.
-pub const STATE_VERSION: u32 = 1;
+/// The version of the snapshot format this build writes (it reads version 1 too, which held
+/// the whole working copy).
+pub const STATE_VERSION: u32 = 2;
 
 /// What the middleware keeps between calls.
 pub(super) struct State {
@@ -23,6 +31,14 @@ pub(super) struct State {
     pub(super) source_last: u64,
     /// The working copy: the history as it is sent (compacted, evicted, clipped).
     pub(super) working: Arc<Vec<Message>>,
+    /// How many leading messages of the working copy a compaction made; the rest is the
+    /// caller's history from `compacted_source` on, as ingested.
+    pub(super) compacted: usize,
+    /// Where in the caller's history the ingested rest of the working copy begins.
+    pub(super) compacted_source: usize,
+    /// Restored from a snapshot: the working copy still lacks the caller's messages from
+    /// `compacted_source` to `source_len`, which the next history brings back.
+    pub(super) rebuild: bool,
     /// Counts of the working copy.
     pub(super) ledger: TokenLedger<'static>,
     pub(super) turns_since: usize,
@@ -63,8 +79,12 @@ pub struct MiddlewareState {
     source_len: usize,
     #[serde(with = "hex_u64")]
     source_last: u64,
+    /// The working copy's messages a compaction made (version 1: the whole working copy).
     #[serde(with = "messages")]
     working: Vec<Message>,
+    /// Where in the caller's history the rest of the working copy begins (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    history_from: Option<usize>,
     full_summary: Option<String>,
     turns_since: usize,
     tokens_at_compaction: u64,
@@ -81,7 +101,8 @@ impl MiddlewareState {
             version: STATE_VERSION,
             source_len: state.source_len,
             source_last: state.source_last,
-            working: state.working.as_ref().clone(),
+            working: state.working[..state.compacted.min(state.working.len())].to_vec(),
+            history_from: Some(state.compacted_source),
             full_summary: state.full_summary.clone(),
             turns_since: state.turns_since,
             tokens_at_compaction: state.tokens_at_compaction,
@@ -95,13 +116,24 @@ impl MiddlewareState {
     /// The state and calibration it holds, counted with `ledger`; an error when it was written
     /// by another version or does not hold together.
     pub(super) fn into_state(self, mut ledger: TokenLedger<'static>) -> Result<(State, Calibration), StateError> {
-        if self.version != STATE_VERSION {
-            return Err(StateError::Version { found: self.version, known: STATE_VERSION });
-        }
-        if (self.source_len == 0) != self.working.is_empty() {
+        let history_from = match (self.version, self.history_from) {
+            // Version 1 held the whole working copy.
+            (1, None) => self.source_len,
+            (2, Some(from)) => from,
+            (1 | 2, _) => {
+                return Err(StateError::Inconsistent(format!(
+                    "a version {} snapshot {} say where its working copy goes on in the history",
+                    self.version,
+                    if self.version == 1 { "does not" } else { "must" }
+                )))
+            }
+            (found, _) => return Err(StateError::Version { found, known: STATE_VERSION }),
+        };
+        if history_from > self.source_len || (history_from == 0) != self.working.is_empty() {
             return Err(StateError::Inconsistent(format!(
-                "it covers {} message(s) of the history but holds {} in its working copy",
+                "it covers {} message(s) of the history, {} of them compacted into the {} message(s) it holds",
                 self.source_len,
+                history_from,
                 self.working.len()
             )));
         }
@@ -115,6 +147,9 @@ impl MiddlewareState {
         let state = State {
             source_len: self.source_len,
             source_last: self.source_last,
+            compacted: self.working.len(),
+            compacted_source: history_from,
+            rebuild: history_from < self.source_len,
             working: Arc::new(self.working),
             ledger,
             turns_since: self.turns_since,
@@ -126,9 +161,15 @@ impl MiddlewareState {
         Ok((state, Calibration { ratio: self.calibration, last_estimate: self.last_estimate }))
     }
 
-    /// The working copy: the history as the middleware sends it.
+    /// The messages of the working copy a compaction made; the rest of what the middleware
+    /// sends is the caller's history from [`history_from`](MiddlewareState::history_from) on.
     pub fn working(&self) -> &[Message] {
         &self.working
+    }
+
+    /// Where in the caller's history the rest of the working copy begins.
+    pub fn history_from(&self) -> usize {
+        self.history_from.unwrap_or(self.source_len)
     }
 
     /// How many messages of the caller's history it covers.

@@ -3,7 +3,7 @@
 
 use crate::common::{corpus_dir, corpus_files, session};
 use contextfold::compactor::{CompactError, Compactor, ConfigError, Strategy};
-use contextfold::core::{Conversation, Message};
+use contextfold::core::{ContentShape, Conversation, Message};
 use contextfold::event::{Event, Trigger};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, MiddlewareState, PrepareError, StateError};
 use contextfold::policy::{Confirm, Threshold};
@@ -184,9 +184,8 @@ fn the_config_builder_refuses_what_cannot_work() {
 /// Drives `original` through `history`'s calls up to `split`, snapshots it (through JSON),
 /// restores a second middleware from the snapshot, and checks that both send the same
 /// requests for the calls after it. Returns how many of those compacted.
-fn restored_sends_the_same(history: &[Message], window: u64, split: usize, calls: &[usize]) -> usize {
+fn restored_sends_the_same(history: &[Message], config: MiddlewareConfig, split: usize, calls: &[usize]) -> usize {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let config = MiddlewareConfig::new(window, window / 8);
     let original = CompactionMiddleware::new(Compactor::default(), config.clone());
     let mut at = 0;
     for &end in calls.iter().take_while(|&&end| end <= split) {
@@ -225,7 +224,119 @@ proptest! {
         let history = session(turns, 3, lines).messages;
         let calls = call_points(&history);
         let split = calls[split % calls.len()];
-        restored_sends_the_same(&history, window as u64 * 1_000, split, &calls);
+        let window = window as u64 * 1_000;
+        restored_sends_the_same(&history, MiddlewareConfig::new(window, window / 8), split, &calls);
+    }
+
+    #[test]
+    fn a_restored_middleware_clipping_on_ingest_sends_what_the_original_would(turns in 3usize..7, lines in 20usize..80, split in 0usize..30) {
+        let history = session(turns, 3, lines).messages;
+        let calls = call_points(&history);
+        let split = calls[split % calls.len()];
+        let mut config = MiddlewareConfig::new(9_000, 1_000);
+        config.clip_on_ingest = Some(300);
+        restored_sends_the_same(&history, config, split, &calls);
+    }
+}
+
+/// A snapshot holds what compactions made, not the caller's messages since: a conversation
+/// that never compacted snapshots to its counters, however long it is.
+#[test]
+fn a_snapshot_holds_only_what_a_compaction_made() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(8, 4, 40).messages;
+    let calls = call_points(&history);
+    let roomy = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(1_000_000, 8_000));
+    for &end in &calls {
+        runtime.block_on(roomy.prepare(&history[..end], &[]));
+    }
+    let state = runtime.block_on(roomy.snapshot());
+    assert!(state.working().is_empty());
+    assert_eq!((state.history_from(), state.source_len()), (0, calls[calls.len() - 1]));
+    let text = serde_json::to_string(&state).unwrap();
+    assert!(text.len() < 400, "{} bytes: {text}", text.len());
+    // With compactions, it holds the last one's output and where the history goes on.
+    let tight = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(12_000, 1_500));
+    let mut last = None;
+    for &end in &calls {
+        let prepared = runtime.block_on(tight.prepare(&history[..end], &[]));
+        if prepared.event.is_some() {
+            last = Some((end, prepared.history.len()));
+        }
+    }
+    let (at, made) = last.expect("the tight window compacts");
+    let state = runtime.block_on(tight.snapshot());
+    assert_eq!((state.history_from(), state.working().len()), (at, made));
+    assert!(at < calls[calls.len() - 1], "calls after the last compaction are left out: {at}");
+}
+
+/// The newest messages a middleware says are the caller's own are exactly the caller's
+/// messages, call after call, through compactions (after which none are) and restores.
+#[test]
+fn the_unchanged_tail_is_the_callers_own() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(8, 4, 40).messages;
+    let calls = call_points(&history);
+    let config = MiddlewareConfig::new(12_000, 1_500);
+    let mut middleware = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let (mut compactions, mut longest) = (0, 0);
+    for (index, &end) in calls.iter().enumerate() {
+        if index == calls.len() / 2 {
+            let state = runtime.block_on(middleware.snapshot());
+            middleware = CompactionMiddleware::restore(Compactor::default(), config.clone(), state).unwrap();
+        }
+        let prepared = runtime.block_on(middleware.prepare(&history[..end], &[]));
+        let tail = prepared.unchanged_tail;
+        assert!(tail <= prepared.history.len().min(end), "at {end}: {tail}");
+        assert_eq!(json(&prepared.history[prepared.history.len() - tail..]), json(&history[end - tail..end]));
+        if prepared.event.is_some() {
+            compactions += 1;
+            assert_eq!(tail, 0, "a compaction made every message it sends");
+        } else if compactions == 0 {
+            assert_eq!(tail, end, "nothing compacted yet: every message is the caller's");
+        }
+        longest = longest.max(tail);
+    }
+    assert!(compactions > 1 && longest > 2, "{compactions} compactions, longest tail {longest}");
+    let mut clipping = config;
+    clipping.clip_on_ingest = Some(100);
+    let clips = CompactionMiddleware::new(Compactor::default(), clipping);
+    assert_eq!(runtime.block_on(clips.prepare(&history[..calls[2]], &[])).unchanged_tail, 0);
+}
+
+/// A snapshot of the format that held the whole working copy (version 1) is still read.
+#[test]
+fn a_version_1_snapshot_is_still_restored() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(8, 4, 40).messages;
+    let calls = call_points(&history);
+    let config = MiddlewareConfig::new(12_000, 1_500);
+    let original = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let split = calls[calls.len() / 2];
+    let mut sent = None;
+    for &end in calls.iter().filter(|&&end| end <= split) {
+        sent = Some(runtime.block_on(original.prepare(&history[..end], &[])).messages());
+    }
+    let mut value = serde_json::to_value(runtime.block_on(original.snapshot())).unwrap();
+    assert_eq!(value["version"], 2);
+    value["version"] = 1.into();
+    value["working"] = serde_json::to_value(
+        sent.unwrap()
+            .iter()
+            .map(|message| {
+                let shape = if matches!(message.shape, ContentShape::Text) { "text" } else { "blocks" };
+                serde_json::json!({"shape": shape, "message": message.to_value()})
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    value.as_object_mut().unwrap().remove("history_from");
+    let restored =
+        CompactionMiddleware::restore(Compactor::default(), config, serde_json::from_value(value).unwrap()).unwrap();
+    for &end in calls.iter().filter(|&&end| end > split) {
+        let a = runtime.block_on(original.prepare(&history[..end], &[]));
+        let b = runtime.block_on(restored.prepare(&history[..end], &[]));
+        assert_eq!(json(&a.messages()), json(&b.messages()), "the call at message {end}");
     }
 }
 
@@ -242,7 +353,8 @@ fn a_restored_middleware_sends_what_the_original_would_over_the_corpus() {
         if calls.len() < 3 {
             continue;
         }
-        compactions += restored_sends_the_same(&conversation.messages, 16_000, calls[calls.len() / 3], &calls);
+        let config = MiddlewareConfig::new(16_000, 2_000);
+        compactions += restored_sends_the_same(&conversation.messages, config, calls[calls.len() / 3], &calls);
     }
     assert!(compactions > 0, "the restored middlewares compacted too");
 }
