@@ -18,9 +18,13 @@ pub fn run(args: CountArgs) -> anyhow::Result<ExitCode> {
         progress.counting(counter).count_text(&text)
     } else {
         let conversation = super::load_showing(&args.file, &args.input, Some(&progress))?.conversation;
-        let memoized = Memoized::new(counter);
-        super::count_ahead(&progress.counting(&memoized), &conversation);
-        count_conversation(&memoized, &conversation)
+        if args.counting.tokenizer.is_exact() {
+            let memoized = Memoized::new(counter);
+            super::count_ahead(&progress.counting(&memoized), &conversation);
+            count_conversation(&memoized, &conversation)
+        } else {
+            count_conversation(&progress.counting(counter), &conversation)
+        }
     };
     drop(progress);
     output::print(&format!("{tokens}\n"))?;

@@ -75,7 +75,8 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
 /// Counts every message of `conversation` once, on two threads, so that a [`Memoized`]
 /// `counter` then answers the command's own counting (on one thread, in the order its
 /// steps need) from memory: an exact count of a large session is mostly encoding, and the
-/// second core is otherwise idle once the vocabulary has loaded.
+/// second core is otherwise idle once the vocabulary has loaded. Only for exact tokenizers:
+/// the others count faster than the memo hashes.
 ///
 /// [`Memoized`]: contextfold::core::tokens::Memoized
 fn count_ahead(counter: &dyn TokenCounter, conversation: &Conversation) {
