@@ -5,11 +5,12 @@
 //! message stays flat as the session doubles.
 
 use contextfold::compactor::Compactor;
-use contextfold::core::tokens::Tokenizer;
+use contextfold::core::tokens::{TokenCounter, Tokenizer};
 use contextfold::core::{Conversation, Message, Role};
 use contextfold::replay::{replay, Price, ReplayConfig};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn session(messages: usize) -> Conversation {
@@ -23,15 +24,15 @@ fn session(messages: usize) -> Conversation {
 }
 
 fn config(strategy: &str) -> ReplayConfig {
-    let counter = Tokenizer::Estimate.memoized();
+    let counter: Arc<dyn TokenCounter> = Arc::new(Tokenizer::Estimate.memoized());
     ReplayConfig {
         window: 16_000,
         reserve: 4_000,
         strategies: vec![strategy.to_string()],
         price: Price::parse("sonnet").expect("a preset"),
         cache: true,
-        counter,
-        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+        counter: counter.clone(),
+        compactor: Compactor::default().with_counter(counter),
         trigger: 0.8,
         target: 0.3,
         progress: None,

@@ -3,7 +3,7 @@
 use crate::args::CountArgs;
 use crate::output;
 use crate::progress::Progress;
-use contextfold::core::tokens::count_conversation;
+use contextfold::core::tokens::{count_conversation, Memoized};
 use contextfold::core::TokenCounter;
 use contextfold::input::{self, ReadOptions, Shown};
 use std::process::ExitCode;
@@ -18,7 +18,13 @@ pub fn run(args: CountArgs) -> anyhow::Result<ExitCode> {
         progress.counting(counter).count_text(&text)
     } else {
         let conversation = super::load_showing(&args.file, &args.input, Some(&progress))?.conversation;
-        count_conversation(&progress.counting(counter), &conversation)
+        if args.counting.tokenizer.is_exact() {
+            let memoized = Memoized::new(counter);
+            super::count_ahead(&progress.counting(&memoized), &conversation);
+            count_conversation(&memoized, &conversation)
+        } else {
+            count_conversation(&progress.counting(counter), &conversation)
+        }
     };
     drop(progress);
     output::print(&format!("{tokens}\n"))?;

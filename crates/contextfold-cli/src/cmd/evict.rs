@@ -6,7 +6,7 @@ use anyhow::bail;
 use contextfold::core::clip::{clip, ClipConfig, Clipped};
 use contextfold::core::evict::{evict, EvictConfig, EvictReport, Offload, Reason};
 use contextfold::core::thinking::clear_thinking;
-use contextfold::core::tokens::count_conversation;
+use contextfold::core::tokens::{count_conversation, Memoized, TokenCounter};
 use contextfold::input;
 use contextfold::store::{Origin, Payload, StoredCompaction};
 use serde::Serialize;
@@ -76,7 +76,13 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     let mut parsed = super::load(&args.file, &args.input)?;
     // Eviction works in place; the store keeps the history as it came in.
     let original = persist.as_ref().map(|_| parsed.conversation.clone());
-    let counter = args.counting.tokenizer.counter();
+    let memoized = Memoized::new(args.counting.tokenizer.counter());
+    let counter: &dyn TokenCounter = if args.counting.tokenizer.is_exact() {
+        super::count_ahead(&memoized, &parsed.conversation);
+        &memoized
+    } else {
+        args.counting.tokenizer.counter()
+    };
     let mut report = evict(&mut parsed.conversation, &args.config(), counter);
     // Clearing thinking removes blocks, so it is a step of its own, after eviction.
     let thinking_cleared =

@@ -6,6 +6,7 @@ use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::Target;
 use contextfold::core::format::{self, Format, Layout};
+use contextfold::core::tokens::TokenCounter;
 use contextfold::core::Conversation;
 use contextfold::redact::Redactor;
 use contextfold::replay::{probe_kinds, relate_to_none, replay_with, CallRecord, Price, ReplayConfig, StrategyResult};
@@ -61,9 +62,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(err.context("cannot set up the summarizer")),
     };
     // Replay counts the same outputs many times over; remember their counts.
-    let counter = args.counting.tokenizer.memoized();
+    let counter: Arc<dyn TokenCounter> = Arc::new(args.counting.tokenizer.memoized());
     let redact = compactor.summarizer().is_some() && !args.no_redact;
-    let mut compactor = compactor.with_counter(Arc::new(counter));
+    let mut compactor = compactor.with_counter(Arc::clone(&counter));
     if redact {
         compactor = compactor.with_redactor(Redactor::default());
     }
@@ -97,7 +98,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                         strategies: strategies.clone(),
                         price,
                         cache: !args.no_cache,
-                        counter,
+                        counter: Arc::clone(&counter),
                         compactor: compactor.clone(),
                         trigger: args.trigger,
                         target: args.target_fraction,

@@ -176,6 +176,32 @@ fn count_counts_sessions_and_text() {
     assert_eq!(run.stdout.trim(), "2");
 }
 
+/// `count` and `evict` count a session on two threads through a shared memo; their totals
+/// are the library's single-threaded exact count, on the largest sessions of the corpus.
+#[test]
+fn counts_on_two_threads_are_the_librarys() {
+    use contextfold::core::tokens::{count_conversation, Tokenizer};
+    let Some(corpus) = corpus_dir() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort_by_key(|path| std::cmp::Reverse(std::fs::metadata(path).unwrap().len()));
+    for file in files.iter().take(3) {
+        let conversation = contextfold::input::load(file, None).unwrap().conversation;
+        let expected = count_conversation(Tokenizer::O200k.counter(), &conversation);
+        let name = file.to_string_lossy();
+        let count = contextfold(&["count", "--tokenizer", "o200k", &name]);
+        assert_eq!(count.code, 0, "{}", count.stderr);
+        assert_eq!(count.stdout.trim(), expected.to_string(), "{name}");
+        let evict = contextfold(&["evict", "--json", "--tokenizer", "o200k", &name]);
+        assert_eq!(evict.code, 0, "{}", evict.stderr);
+        let report: Value = serde_json::from_str(&evict.stdout).unwrap();
+        assert_eq!(report["tokens_before"], expected, "{name}");
+    }
+}
+
 #[test]
 fn gzip_input_reads_like_plain() {
     let dir = temp_dir();

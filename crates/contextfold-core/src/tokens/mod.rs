@@ -109,6 +109,16 @@ impl Tokenizer {
         }
     }
 
+    /// Whether this tokenizer counts exactly with a BPE vocabulary: its counts cost an
+    /// encoding (and a load of the vocabulary), where the others' cost a pass over the text.
+    pub fn is_exact(self) -> bool {
+        match self {
+            #[cfg(feature = "bpe")]
+            Tokenizer::O200k | Tokenizer::Cl100k => true,
+            Tokenizer::Estimate | Tokenizer::Chars4 => false,
+        }
+    }
+
     /// The counter, shared for the life of the program.
     ///
     /// A BPE vocabulary is built on first use (tens of milliseconds) and then reused.
@@ -229,6 +239,7 @@ mod tests {
             assert_eq!(tokenizer.counter().name(), tokenizer.name());
             assert_eq!(tokenizer.shared().name(), tokenizer.name());
             assert_eq!(tokenizer.shared().count_text("two words"), tokenizer.counter().count_text("two words"));
+            assert_eq!(tokenizer.is_exact(), matches!(tokenizer.name(), "o200k" | "cl100k"));
         }
         assert_eq!("gpt2".parse::<Tokenizer>(), Err(TokenizerError::Unknown("gpt2".into())));
     }

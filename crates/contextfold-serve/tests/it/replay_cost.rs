@@ -163,7 +163,7 @@ async fn a_session_through_the_proxy_costs_what_replay_says() {
             strategies: vec!["contextfold".into()],
             price,
             cache: true,
-            counter: Tokenizer::Estimate.counter(),
+            counter: Tokenizer::Estimate.shared(),
             compactor,
             trigger: 0.8,
             target: contextfold::middleware::DEFAULT_TARGET,

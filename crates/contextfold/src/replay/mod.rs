@@ -108,8 +108,8 @@ pub struct ReplayConfig {
     pub price: Price,
     /// Whether the prompt cache is used.
     pub cache: bool,
-    /// The token counter.
-    pub counter: &'static dyn TokenCounter,
+    /// The token counter (a built-in one, or any of the caller's).
+    pub counter: Arc<dyn TokenCounter>,
     /// The compactor for contextfold's strategies.
     pub compactor: Compactor,
     /// contextfold compacts when the next request reaches this share of the usable window.
@@ -285,13 +285,13 @@ pub async fn replay_with(
     config: &ReplayConfig,
     on_call: &mut (dyn FnMut(&CallRecord) -> Result<(), CallError> + Send),
 ) -> Result<Vec<StrategyResult>, ReplayError> {
-    let fixed = conversation.system.as_ref().map_or(0, |system| count_system(config.counter, system))
-        + conversation.tools.as_deref().map_or(0, |tools| count_tools(config.counter, tools));
+    let fixed = conversation.system.as_ref().map_or(0, |system| count_system(&*config.counter, system))
+        + conversation.tools.as_deref().map_or(0, |tools| count_tools(&*config.counter, tools));
     let usable = config.window.saturating_sub(config.reserve);
     let calls: Vec<usize> = (1..conversation.messages.len())
         .filter(|&index| conversation.messages[index].role == Role::Assistant)
         .collect();
-    let mut counts = BlockCounts::new(config.counter);
+    let mut counts = BlockCounts::new(&*config.counter);
     let mut history = History::new(conversation);
     let floors = newest_turn_tokens(conversation, &calls, fixed, &mut counts);
     let family = session_family(&conversation.messages).map_or("other", |family| family.name());
@@ -303,7 +303,7 @@ pub async fn replay_with(
             reserve: config.reserve,
             system: conversation.system.clone(),
             tools: conversation.tools.clone(),
-            counter: config.counter,
+            counter: Arc::clone(&config.counter),
             compactor: config.compactor.clone().with_cache(Arc::new(LruCache::default())),
             trigger: config.trigger,
             target: config.target,

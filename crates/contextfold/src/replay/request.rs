@@ -16,13 +16,13 @@ use contextfold_core::{Block, Message, ToolResult, ToolResultContent};
 use std::collections::HashMap;
 
 /// Per-block token counts, memoised by content hash: requests share most blocks.
-pub(crate) struct BlockCounts {
-    counter: &'static dyn TokenCounter,
+pub(crate) struct BlockCounts<'a> {
+    counter: &'a dyn TokenCounter,
     memo: HashMap<u64, u64>,
 }
 
-impl BlockCounts {
-    pub(crate) fn new(counter: &'static dyn TokenCounter) -> BlockCounts {
+impl<'a> BlockCounts<'a> {
+    pub(crate) fn new(counter: &'a dyn TokenCounter) -> BlockCounts<'a> {
         BlockCounts { counter, memo: HashMap::new() }
     }
 

@@ -70,7 +70,7 @@ pub struct Setting {
     /// The session's tool definitions.
     pub tools: Option<Vec<Value>>,
     /// The token counter.
-    pub counter: &'static dyn TokenCounter,
+    pub counter: Arc<dyn TokenCounter>,
     /// The compactor contextfold's strategies use (its summarizer too).
     pub compactor: Compactor,
     /// contextfold compacts when the next request reaches this share of the usable window.
@@ -217,9 +217,9 @@ impl Emulation {
             setting: setting.clone(),
             seen: 0,
             working: Vec::new(),
-            ledger: TokenLedger::new(setting.counter),
+            ledger: TokenLedger::shared(Arc::clone(&setting.counter)),
             summary: None,
-            summarizer: Extractive::default().counter(Arc::new(setting.counter)),
+            summarizer: Extractive::default().counter(Arc::clone(&setting.counter)),
             summaries: 0,
             sent: 0,
             changed_from: 0,
@@ -286,7 +286,7 @@ impl Emulation {
                 {
                     let texts: Vec<Block> =
                         message.content.iter().filter(|block| matches!(block, Block::Text(_))).cloned().collect();
-                    let size = count_message(self.setting.counter, &Message::new(Role::User, texts.clone()));
+                    let size = count_message(&*self.setting.counter, &Message::new(Role::User, texts.clone()));
                     if used + size > user_tokens {
                         break;
                     }

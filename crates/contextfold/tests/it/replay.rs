@@ -2,7 +2,7 @@
 //! adds up, and `none` is the baseline.
 
 use contextfold::compactor::Compactor;
-use contextfold::core::tokens::{count_conversation, Tokenizer};
+use contextfold::core::tokens::{count_conversation, TokenCounter, Tokenizer};
 use contextfold::core::{validate, Conversation, Role};
 use contextfold::replay::strategies::{strategy, Setting, STRATEGIES};
 use contextfold::replay::{replay, replay_with, InvalidPrice, Price, ReplayConfig, ReplayError};
@@ -19,15 +19,15 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn config(window: u64, cache: bool) -> ReplayConfig {
-    let counter = Tokenizer::Estimate.counter();
+    let counter = Tokenizer::Estimate.shared();
     ReplayConfig {
         window,
         reserve: 500,
         strategies: STRATEGIES.iter().map(|name| name.to_string()).collect(),
         price: Price::parse("sonnet").unwrap(),
         cache,
-        counter,
-        compactor: Compactor::default().with_counter(Arc::new(counter)),
+        counter: counter.clone(),
+        compactor: Compactor::default().with_counter(counter),
         trigger: 0.8,
         target: 0.3,
         progress: None,
@@ -37,14 +37,14 @@ fn config(window: u64, cache: bool) -> ReplayConfig {
 #[test]
 fn every_strategy_sends_valid_requests() {
     let conversation = example();
-    let counter = Tokenizer::Estimate.counter();
+    let counter = Tokenizer::Estimate.shared();
     let setting = Setting {
         window: 3_000,
         reserve: 500,
         system: conversation.system.clone(),
         tools: conversation.tools.clone(),
-        counter,
-        compactor: Compactor::default().with_counter(Arc::new(counter)),
+        counter: counter.clone(),
+        compactor: Compactor::default().with_counter(counter),
         trigger: 0.8,
         target: 0.3,
     };
@@ -177,14 +177,14 @@ fn step_changes_rebuild_the_requests_sent() {
     use contextfold::compactor::Target;
     use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
     let conversation = example();
-    let counter = Tokenizer::Estimate.counter();
+    let counter = Tokenizer::Estimate.shared();
     let setting = Setting {
         window: 3_000,
         reserve: 500,
         system: conversation.system.clone(),
         tools: conversation.tools.clone(),
-        counter,
-        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+        counter: counter.clone(),
+        compactor: Compactor::default().with_counter(counter),
         trigger: 0.8,
         target: 0.3,
     };
@@ -248,13 +248,43 @@ fn progress_counts_every_call_replayed() {
     assert_eq!(calls.load(Ordering::Relaxed), steps);
 }
 
+/// A counter of the caller's, built at run time, is shared rather than leaked: replay counts
+/// with it (a heavier counter makes heavier requests) and keeps no share of it afterwards.
+#[test]
+fn a_counter_built_at_run_time_is_used_and_released() {
+    struct PerWord(u64);
+    impl TokenCounter for PerWord {
+        fn name(&self) -> &'static str {
+            "per-word"
+        }
+        fn count_text(&self, text: &str) -> u64 {
+            text.split_whitespace().count() as u64 * self.0
+        }
+    }
+    let conversation = example();
+    let peak = |per_word: u64| {
+        let counter: Arc<dyn TokenCounter> = Arc::new(PerWord(per_word));
+        let mut config = config(100_000, true);
+        config.strategies = vec!["none".into(), "truncate".into()];
+        config.counter = Arc::clone(&counter);
+        config.compactor = Compactor::default().with_counter(Arc::clone(&counter));
+        let results = runtime().block_on(replay(&conversation, &config)).unwrap();
+        drop(config);
+        assert_eq!(Arc::strong_count(&counter), 1, "replay let go of the counter");
+        results[0].peak_request_tokens
+    };
+    let (light, heavy) = (peak(1), peak(3));
+    assert!(light > 0);
+    assert!(heavy > light * 2, "three tokens a word ({heavy}) against one ({light})");
+}
+
 /// Regression (super-linear replay: 10 s at 10k messages, 79 s at 20k, 495 s at 40k with
 /// `none`): a step hands over what changed, not the whole request, so the work per call does
 /// not grow with the session. The timing is measured by `cargo bench --bench replay`.
 #[test]
 fn replay_steps_hand_over_only_what_changed() {
     use contextfold::core::Message;
-    let counter = Tokenizer::Estimate.counter();
+    let counter = Tokenizer::Estimate.shared();
     let handed_over = |length: usize, name: &str| {
         let messages: Vec<Message> = (0..length)
             .map(|index| {
@@ -267,8 +297,8 @@ fn replay_steps_hand_over_only_what_changed() {
             reserve: 4_000,
             system: None,
             tools: None,
-            counter,
-            compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+            counter: counter.clone(),
+            compactor: Compactor::default().with_counter(counter.clone()),
             trigger: 0.8,
             target: 0.3,
         };

@@ -7,7 +7,7 @@ use contextfold::compactor::Compactor;
 use contextfold::core::extract::extract;
 use contextfold::core::hash::message_fingerprint;
 use contextfold::core::probe::{folded_probes, is_recalled, probes, request_text, Probe, ProbeReader};
-use contextfold::core::tokens::Tokenizer;
+use contextfold::core::tokens::{TokenCounter, Tokenizer};
 use contextfold::core::tools::Preset;
 use contextfold::core::{Conversation, Message};
 use contextfold::replay::strategies::STRATEGIES;
@@ -15,19 +15,20 @@ use contextfold::replay::{replay_with, Price, ReplayConfig, StrategyResult};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 type ByKind = BTreeMap<String, (usize, usize)>;
 
 fn config(window: u64) -> ReplayConfig {
-    let counter = Tokenizer::Estimate.memoized();
+    let counter: Arc<dyn TokenCounter> = Arc::new(Tokenizer::Estimate.memoized());
     ReplayConfig {
         window,
         reserve: 500,
         strategies: STRATEGIES.iter().map(|name| name.to_string()).collect(),
         price: Price::parse("sonnet").unwrap(),
         cache: true,
-        counter,
-        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+        counter: counter.clone(),
+        compactor: Compactor::default().with_counter(counter),
         trigger: 0.8,
         target: 0.3,
         progress: None,
