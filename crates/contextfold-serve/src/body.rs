@@ -75,7 +75,7 @@ impl<'a> RequestBody<'a> {
         }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let Fields { fields, mut lists } =
-            FieldsSeed { list }.deserialize(&mut deserializer).map_err(|err| BodyError::json(&err))?;
+            FieldsSeed { list: Some(list) }.deserialize(&mut deserializer).map_err(|err| BodyError::json(&err))?;
         deserializer.end().map_err(|err| BodyError::json(&err))?;
         let messages = match (lists.pop(), lists.is_empty()) {
             (Some(Some(messages)), true) => messages,
@@ -115,17 +115,12 @@ impl<'a> RequestBody<'a> {
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
     pub fn splice(&self, messages_json: &str) -> String {
-        let (start, end) = self.messages_span();
+        let (start, end) = self.span;
         let mut out = String::with_capacity(self.text.len() - (end - start) + messages_json.len());
         out.push_str(&self.text[..start]);
         out.push_str(messages_json);
         out.push_str(&self.text[end..]);
         out
-    }
-
-    /// Where the list lies in the body, in bytes.
-    fn messages_span(&self) -> (usize, usize) {
-        self.span
     }
 }
 
@@ -141,29 +136,27 @@ fn span(text: &str, entries: &[&RawValue]) -> Option<(usize, usize)> {
     (text.as_bytes().get(start) == Some(&b'[') && text.as_bytes().get(end - 1) == Some(&b']')).then_some((start, end))
 }
 
-/// Where an empty list lies in `text` (read again, which costs little: nothing else holds
-/// an empty conversation's body up).
+/// Where an empty list lies in `text` (read again, every field raw, which costs little:
+/// nothing else holds an empty conversation's body up).
 fn empty_span(text: &str, list: &str) -> (usize, usize) {
-    let fields: Vec<(String, &RawValue)> =
-        serde_json::from_str::<AllFields>(text).map_or_else(|_| Vec::new(), |all| all.0);
-    let raw = fields.iter().find(|(key, _)| key == list).map_or("", |(_, raw)| raw.get());
-    let start = raw.as_ptr() as usize - text.as_ptr() as usize;
-    if raw.is_empty() {
-        (0, 0)
-    } else {
+    let all = FieldsSeed { list: None }.deserialize(&mut serde_json::Deserializer::from_str(text));
+    let raw = all.ok().and_then(|all| all.fields.into_iter().find(|(key, _)| key == list).map(|(_, raw)| raw.get()));
+    raw.map_or((0, 0), |raw| {
+        let start = raw.as_ptr() as usize - text.as_ptr() as usize;
         (start, start + raw.len())
-    }
+    })
 }
 
 /// The top-level fields of an object but `list`, in order, each as its raw text, and each
-/// occurrence of `list`: its entries, or `None` when it is not an array.
+/// occurrence of `list`: its entries, or `None` when it is not an array. Without a `list`,
+/// every field is raw.
 struct Fields<'a> {
     fields: Vec<(String, &'a RawValue)>,
     lists: Vec<Option<Vec<&'a RawValue>>>,
 }
 
 struct FieldsSeed {
-    list: &'static str,
+    list: Option<&'static str>,
 }
 
 impl<'de> DeserializeSeed<'de> for FieldsSeed {
@@ -184,7 +177,7 @@ impl<'de> Visitor<'de> for FieldsSeed {
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
         let (mut fields, mut lists) = (Vec::new(), Vec::new());
         while let Some(key) = map.next_key::<String>()? {
-            if key == self.list {
+            if Some(key.as_str()) == self.list {
                 lists.push(map.next_value::<Entries<'de>>()?.0);
             } else {
                 fields.push((key, map.next_value::<&'de RawValue>()?));
@@ -246,31 +239,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
             }
         }
         deserializer.deserialize_any(EntriesVisitor)
-    }
-}
-
-/// Every top-level field of an object, in order, each as its raw text.
-struct AllFields<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for AllFields<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct AllVisitor;
-        impl<'de> Visitor<'de> for AllVisitor {
-            type Value = AllFields<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<AllFields<'de>, M::Error> {
-                let mut fields = Vec::new();
-                while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
-                    fields.push((key, value));
-                }
-                Ok(AllFields(fields))
-            }
-        }
-        deserializer.deserialize_map(AllVisitor)
     }
 }
 
@@ -386,7 +354,7 @@ mod tests {
                 expected["messages"] = serde_json::json!([{"role": "user", "content": "x"}]);
                 let spliced_value: Value = serde_json::from_str(&spliced).unwrap();
                 prop_assert_eq!(spliced_value, expected);
-                let (start, end) = parsed.messages_span();
+                let (start, end) = parsed.span;
                 prop_assert_eq!(&spliced[..start], &body[..start]);
                 prop_assert_eq!(&spliced[spliced.len() - (body.len() - end)..], &body[end..]);
             }

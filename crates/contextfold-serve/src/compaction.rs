@@ -364,7 +364,7 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
     // The newest messages the middleware holds as the client gave them need no comparing.
     let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(client.len()) } else { 0 };
     let kept = same + kept_tail(&sent[..sent.len() - same], &client[..client.len() - same]);
-    if kept == sent.len() && kept == request.messages.len() {
+    if kept == sent.len() && kept == client.len() {
         return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
     }
     let conversation = Conversation { messages: prepared.messages(), ..Default::default() };

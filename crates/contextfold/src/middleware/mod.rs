@@ -245,7 +245,6 @@ impl CompactionMiddleware {
             working: Arc::new(Vec::new()),
             compacted: 0,
             compacted_source: 0,
-            rebuild: false,
             ledger,
             turns_since: 0,
             tokens_at_compaction: 0,
@@ -335,7 +334,7 @@ impl CompactionMiddleware {
         let extends = state.source_len > 0
             && history.len() >= state.source_len
             && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
-        if std::mem::take(&mut state.rebuild) && extends {
+        if extends && state.lacks_history() {
             // What a snapshot leaves out, ingested as the first time (its clipped outputs
             // were stored then).
             let (rest, _) = self.clip_incoming(history[state.compacted_source..state.source_len].to_vec());

@@ -36,9 +36,6 @@ pub(super) struct State {
     pub(super) compacted: usize,
     /// Where in the caller's history the ingested rest of the working copy begins.
     pub(super) compacted_source: usize,
-    /// Restored from a snapshot: the working copy still lacks the caller's messages from
-    /// `compacted_source` to `source_len`, which the next history brings back.
-    pub(super) rebuild: bool,
     /// Counts of the working copy.
     pub(super) ledger: TokenLedger<'static>,
     pub(super) turns_since: usize,
@@ -95,6 +92,15 @@ pub struct MiddlewareState {
     last_estimate: u64,
 }
 
+impl State {
+    /// Whether the working copy still lacks caller's messages it covers (from
+    /// `compacted_source` to `source_len`): so it is after a restore, until the next history
+    /// brings them back.
+    pub(super) fn lacks_history(&self) -> bool {
+        self.working.len() - self.compacted < self.source_len - self.compacted_source
+    }
+}
+
 impl MiddlewareState {
     pub(super) fn of(state: &State, calibration: Calibration) -> MiddlewareState {
         MiddlewareState {
@@ -122,9 +128,8 @@ impl MiddlewareState {
             (2, Some(from)) => from,
             (1 | 2, _) => {
                 return Err(StateError::Inconsistent(format!(
-                    "a version {} snapshot {} say where its working copy goes on in the history",
-                    self.version,
-                    if self.version == 1 { "does not" } else { "must" }
+                    "its `history_from` does not fit a version {} snapshot",
+                    self.version
                 )))
             }
             (found, _) => return Err(StateError::Version { found, known: STATE_VERSION }),
@@ -149,7 +154,6 @@ impl MiddlewareState {
             source_last: self.source_last,
             compacted: self.working.len(),
             compacted_source: history_from,
-            rebuild: history_from < self.source_len,
             working: Arc::new(self.working),
             ledger,
             turns_since: self.turns_since,
