@@ -5,6 +5,12 @@
 //! back. The raw text of each field is a slice of the body, which tells where the list
 //! starts and ends: a compacted body is the client's bytes with only that span replaced
 //! ([`RequestBody::splice`]).
+//!
+//! A body is first split by structure ([`crate::split`]), its fields checked by the parser and
+//! its entries left [`Unchecked`]: the caller checks the entries it has not seen before (a
+//! conversation's next request repeats the last one's byte for byte), and a body whose
+//! split or check fails is read again by the full parser, so that it is refused as it would
+//! have been without the shortcut, with the same error.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -51,7 +57,8 @@ pub struct RequestBody<'a> {
     text: &'a str,
     /// Every top-level field but the list.
     fields: Vec<(String, &'a RawValue)>,
-    messages: Vec<&'a RawValue>,
+    /// The list's entries, each valid JSON.
+    messages: Vec<&'a str>,
     /// Where the list lies in the body, in bytes.
     span: (usize, usize),
 }
@@ -63,10 +70,17 @@ impl<'a> RequestBody<'a> {
         RequestBody::parse_list(bytes, "messages")
     }
 
-    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array. The body
-    /// is read in one pass, the list's entries split out as it goes.
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array, every byte
+    /// checked by the parser. The body is read in one pass, the list's entries split out as
+    /// it goes.
+    #[cfg(test)]
     pub fn parse_list(bytes: &'a [u8], list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        RequestBody::parse_text(text, list)
+    }
+
+    /// [`RequestBody::parse_list`] of text, every byte of it checked by the parser.
+    fn parse_text(text: &'a str, list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let trimmed = text.trim_start();
         if !trimmed.starts_with('{') {
             // Still report malformed JSON as such.
@@ -83,6 +97,7 @@ impl<'a> RequestBody<'a> {
             (Some(_), false) => return Err(BodyError::List(list, "appears twice")),
             (Some(None), true) => return Err(BodyError::List(list, "must be an array")),
         };
+        let messages: Vec<&str> = messages.into_iter().map(RawValue::get).collect();
         let span = span(text, &messages).unwrap_or_else(|| empty_span(text, list));
         Ok(RequestBody { text, fields, messages, span })
     }
@@ -103,14 +118,14 @@ impl<'a> RequestBody<'a> {
     }
 
     /// The raw text of each message (each entry of the list), in order.
-    pub fn raw_messages(&self) -> &[&'a RawValue] {
+    pub fn raw_messages(&self) -> &[&'a str] {
         &self.messages
     }
 
     /// The entries of the list as values.
     pub fn entries(&self) -> Vec<Value> {
-        // The text was parsed once already; it is valid JSON.
-        self.messages.iter().map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null)).collect()
+        // Every entry was checked; it is valid JSON.
+        self.messages.iter().map(|raw| serde_json::from_str(raw).unwrap_or(Value::Null)).collect()
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -124,14 +139,98 @@ impl<'a> RequestBody<'a> {
     }
 }
 
+/// A body split by structure: its fields checked, its list's entries not yet (see the module
+/// doc). [`Unchecked::check`] or [`Unchecked::check_from`] makes it a [`RequestBody`].
+#[derive(Debug)]
+pub struct Unchecked<'a> {
+    body: RequestBody<'a>,
+    list: &'static str,
+    /// Whether the full parser read the body, which checked every entry.
+    checked: bool,
+}
+
+impl<'a> Unchecked<'a> {
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array, its entries
+    /// split out but not checked. A body the split cannot read is read by the full parser.
+    pub fn read(bytes: &'a [u8], list: &'static str) -> Result<Unchecked<'a>, BodyError> {
+        let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        if let Some(body) = split(text, list) {
+            return Ok(Unchecked { body, list, checked: false });
+        }
+        RequestBody::parse_text(text, list).map(|body| Unchecked { body, list, checked: true })
+    }
+
+    /// The text of each entry of the list, in order; not checked to be JSON.
+    pub fn entries(&self) -> &[&'a str] {
+        &self.body.messages
+    }
+
+    /// Whether the client asked for a stream (`"stream": true`).
+    pub fn streams(&self) -> bool {
+        self.body.streams()
+    }
+
+    /// The field `key` as a value, when present and valid.
+    pub fn value(&self, key: &str) -> Option<Value> {
+        self.body.value(key)
+    }
+
+    /// The body, every entry checked.
+    pub fn check(self) -> Result<RequestBody<'a>, BodyError> {
+        self.check_from(0)
+    }
+
+    /// The body, its entries from `index` on checked: the caller has read the ones before
+    /// it as JSON (or knows their text to be one it read before).
+    pub fn check_from(self, index: usize) -> Result<RequestBody<'a>, BodyError> {
+        self.checked_from(index)?;
+        Ok(self.body)
+    }
+
+    /// Checks the entries from `index` on; the full parser's error when one is not JSON.
+    pub fn checked_from(&self, index: usize) -> Result<(), BodyError> {
+        let mut rest = self.body.messages.iter().skip(index);
+        if self.checked || rest.all(|entry| serde_json::from_str::<IgnoredAny>(entry).is_ok()) {
+            return Ok(());
+        }
+        Err(self.refusal().unwrap_or(BodyError::NotAnObject(self.list)))
+    }
+
+    /// Why the body is refused, read by the full parser; `None` when the parser reads it
+    /// (an entry the caller could not read is JSON after all).
+    pub fn refusal(&self) -> Option<BodyError> {
+        RequestBody::parse_text(self.body.text, self.list).err()
+    }
+}
+
+/// `text` read by structure (see [`Unchecked`]): `None` unless it is an object whose
+/// fields are valid JSON and whose `list` is one array, which the full parser is left to
+/// refuse with its error.
+fn split<'a>(text: &'a str, list: &str) -> Option<RequestBody<'a>> {
+    let (mut fields, mut found) = (Vec::new(), None);
+    for field in crate::split::object_fields(text)? {
+        let key: String = serde_json::from_str(field.key).ok()?;
+        if key != list {
+            fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
+        } else if found.is_none() {
+            found = Some((crate::split::array_entries(field.value)?, field.value));
+        } else {
+            return None;
+        }
+    }
+    let (messages, raw) = found?;
+    let start = raw.as_ptr() as usize - text.as_ptr() as usize;
+    Some(RequestBody { text, fields, messages, span: (start, start + raw.len()) })
+}
+
 /// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
 /// after the last (entries are slices of `text`, so their offsets are the distances between
 /// the pointers). `None` for an empty list.
-fn span(text: &str, entries: &[&RawValue]) -> Option<(usize, usize)> {
-    let offset = |raw: &RawValue| raw.get().as_ptr() as usize - text.as_ptr() as usize;
+fn span(text: &str, entries: &[&str]) -> Option<(usize, usize)> {
+    let offset = |raw: &str| raw.as_ptr() as usize - text.as_ptr() as usize;
     let (first, last) = (entries.first()?, entries.last()?);
     let start = text[..offset(first)].trim_end().len().checked_sub(1)?;
-    let after = offset(last) + last.get().len();
+    let after = offset(last) + last.len();
     let end = text.len() - text[after..].trim_start().len() + 1;
     (text.as_bytes().get(start) == Some(&b'[') && text.as_bytes().get(end - 1) == Some(&b']')).then_some((start, end))
 }
@@ -265,6 +364,9 @@ mod tests {
             "messages" : [ {"role":"user","content":"hi"} ] , "x": 1.50e3 }"#;
         let parsed = RequestBody::parse(body).unwrap();
         assert_eq!(parsed.raw_messages().len(), 1);
+        let split = Unchecked::read(body, "messages").unwrap();
+        assert!(!split.checked, "split by structure, not by the parser");
+        assert_eq!(split.check().unwrap().span, parsed.span);
         assert_eq!(parsed.raw("system"), Some(r#"[{"type":"text","text":"caf\u00e9"}]"#));
         let spliced = parsed.splice("[]");
         assert_eq!(
@@ -311,6 +413,7 @@ mod tests {
                 "[a-z\\u00e9 ]{0,8}".prop_map(|text| serde_json::to_string(&text).unwrap()),
                 Just("\"\\u00e9\\n\\/\"".to_string()),
                 Just("1.50e3".to_string()),
+                Just(r#""]}[{,\\\"""#.to_string()),
             ];
             leaf.prop_recursive(3, 24, 4, |inner| {
                 prop_oneof![
@@ -344,7 +447,7 @@ mod tests {
             #[test]
             fn splicing_changes_messages_and_nothing_else(body in body()) {
                 let parsed = RequestBody::parse(body.as_bytes()).unwrap();
-                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(raw.get())));
+                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(*raw)));
                 let original: Value = serde_json::from_str(&body).unwrap();
                 let respliced: Value = serde_json::from_str(&parsed.splice(&same)).unwrap();
                 prop_assert_eq!(respliced, original.clone());
@@ -359,9 +462,34 @@ mod tests {
                 prop_assert_eq!(&spliced[spliced.len() - (body.len() - end)..], &body[end..]);
             }
 
+            /// Split by structure and checked, a body reads as the full parser reads it, or is
+            /// refused with the parser's error, also when a byte of it is changed.
+            #[test]
+            fn the_split_reads_what_the_parser_reads(
+                body in body(),
+                at in any::<prop::sample::Index>(),
+                byte in prop::sample::select(b"{}[]\",:\\ 0an\x01\xc3".to_vec()),
+            ) {
+                let mut changed = body.clone().into_bytes();
+                let at = at.index(changed.len());
+                changed[at] = byte;
+                for bytes in [body.as_bytes(), &changed] {
+                    let parser = RequestBody::parse_list(bytes, "messages");
+                    let split = Unchecked::read(bytes, "messages").and_then(Unchecked::check);
+                    let seen = |body: &RequestBody<'_>| {
+                        let fields: Vec<(String, String)> =
+                            body.fields.iter().map(|(key, raw)| (key.clone(), raw.get().to_string())).collect();
+                        let messages: Vec<String> = body.messages.iter().map(|entry| entry.to_string()).collect();
+                        (fields, messages, body.span)
+                    };
+                    prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
+                }
+            }
+
             #[test]
             fn any_bytes_are_read_or_refused_without_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
                 let _ = RequestBody::parse(&bytes);
+                let _ = Unchecked::read(&bytes, "messages").and_then(Unchecked::check);
             }
         }
     }

@@ -51,6 +51,7 @@ mod relay;
 mod route;
 mod secrets;
 mod session;
+mod split;
 mod state;
 mod store;
 mod usage;
