@@ -12,11 +12,14 @@
 //! split or check fails is read again by the full parser, so that it is refused as it would
 //! have been without the shortcut, with the same error.
 
+use crate::known::KnownList;
+use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a request body cannot be read (the proxy answers 400 and forwards nothing).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +131,18 @@ impl<'a> RequestBody<'a> {
         self.messages.iter().map(|raw| serde_json::from_str(raw).unwrap_or(Value::Null)).collect()
     }
 
+    /// The list as a [`KnownList`] kept in `bytes` (the body's own bytes), for the next
+    /// request that repeats it; `None` for an empty list or other bytes.
+    pub fn known_list(&self, bytes: &Bytes) -> Option<KnownList> {
+        if bytes.as_ptr() != self.text.as_ptr() || self.messages.is_empty() {
+            return None;
+        }
+        let (start, _) = self.span;
+        let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
+        let spans = self.messages.iter().map(|entry| (from_start(entry), from_start(entry) + entry.len())).collect();
+        Some(KnownList::new(bytes.clone(), start, spans))
+    }
+
     /// The body with the list replaced by `messages_json` and every other byte kept.
     pub fn splice(&self, messages_json: &str) -> String {
         let (start, end) = self.span;
@@ -147,17 +162,25 @@ pub struct Unchecked<'a> {
     list: &'static str,
     /// Whether the full parser read the body, which checked every entry.
     checked: bool,
+    /// How many of the first entries are byte for byte those of a list checked before.
+    known: usize,
 }
 
 impl<'a> Unchecked<'a> {
     /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array, its entries
-    /// split out but not checked. A body the split cannot read is read by the full parser.
-    pub fn read(bytes: &'a [u8], list: &'static str) -> Result<Unchecked<'a>, BodyError> {
+    /// split out but not checked. `known` gives the list checked before that starts with the
+    /// same entry, whose shared entries are neither scanned nor checked again. A body the
+    /// split cannot read is read by the full parser.
+    pub fn read(
+        bytes: &'a [u8],
+        list: &'static str,
+        known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+    ) -> Result<Unchecked<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
-        if let Some(body) = split(text, list) {
-            return Ok(Unchecked { body, list, checked: false });
+        if let Some((body, known)) = split(text, list, known) {
+            return Ok(Unchecked { body, list, checked: false, known });
         }
-        RequestBody::parse_text(text, list).map(|body| Unchecked { body, list, checked: true })
+        RequestBody::parse_text(text, list).map(|body| Unchecked { body, list, checked: true, known: 0 })
     }
 
     /// The text of each entry of the list, in order; not checked to be JSON.
@@ -189,7 +212,7 @@ impl<'a> Unchecked<'a> {
 
     /// Checks the entries from `index` on; the full parser's error when one is not JSON.
     pub fn checked_from(&self, index: usize) -> Result<(), BodyError> {
-        let mut rest = self.body.messages.iter().skip(index);
+        let mut rest = self.body.messages.iter().skip(index.max(self.known));
         if self.checked || rest.all(|entry| serde_json::from_str::<IgnoredAny>(entry).is_ok()) {
             return Ok(());
         }
@@ -206,21 +229,24 @@ impl<'a> Unchecked<'a> {
 /// `text` read by structure (see [`Unchecked`]): `None` unless it is an object whose
 /// fields are valid JSON and whose `list` is one array, which the full parser is left to
 /// refuse with its error.
-fn split<'a>(text: &'a str, list: &str) -> Option<RequestBody<'a>> {
-    let (mut fields, mut found) = (Vec::new(), None);
-    for field in crate::split::object_fields(text)? {
+fn split<'a>(
+    text: &'a str,
+    list: &str,
+    known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+) -> Option<(RequestBody<'a>, usize)> {
+    let object = crate::split::object_with_list(text, list, known)?;
+    let mut fields = Vec::with_capacity(object.fields.len());
+    for field in object.fields {
         let key: String = serde_json::from_str(field.key).ok()?;
-        if key != list {
-            fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
-        } else if found.is_none() {
-            found = Some((crate::split::array_entries(field.value)?, field.value));
-        } else {
+        if key == list {
+            // The list's name written with escapes: the parser reads such a body.
             return None;
         }
+        fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
     }
-    let (messages, raw) = found?;
-    let start = raw.as_ptr() as usize - text.as_ptr() as usize;
-    Some(RequestBody { text, fields, messages, span: (start, start + raw.len()) })
+    let start = object.list.as_ptr() as usize - text.as_ptr() as usize;
+    let body = RequestBody { text, fields, messages: object.entries, span: (start, start + object.list.len()) };
+    Some((body, object.known))
 }
 
 /// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
@@ -364,7 +390,7 @@ mod tests {
             "messages" : [ {"role":"user","content":"hi"} ] , "x": 1.50e3 }"#;
         let parsed = RequestBody::parse(body).unwrap();
         assert_eq!(parsed.raw_messages().len(), 1);
-        let split = Unchecked::read(body, "messages").unwrap();
+        let split = Unchecked::read(body, "messages", |_| None).unwrap();
         assert!(!split.checked, "split by structure, not by the parser");
         assert_eq!(split.check().unwrap().span, parsed.span);
         assert_eq!(parsed.raw("system"), Some(r#"[{"type":"text","text":"caf\u00e9"}]"#));
@@ -374,6 +400,26 @@ mod tests {
             r#"{ "model" :"m",  "system":[{"type":"text","text":"caf\u00e9"}],
             "messages" : [] , "x": 1.50e3 }"#
         );
+    }
+
+    #[test]
+    fn a_grown_list_is_scanned_from_its_last_known_entry() {
+        let message = |n: usize| format!("{{\"role\":\"user\",\"content\":\"{n} \\\"q\\\" [x]\"}}");
+        let body = |count: usize| {
+            let messages: Vec<String> = (0..count).map(message).collect();
+            Bytes::from(format!("{{\"model\":\"m\",\"messages\":[{}],\"stream\":true}}", messages.join(", ")))
+        };
+        let before = body(5);
+        let known = RequestBody::parse_list(&before, "messages").unwrap().known_list(&before).map(Arc::new);
+        let after = body(7);
+        let split = Unchecked::read(&after, "messages", |first| {
+            assert_eq!(first, message(0));
+            known.clone()
+        })
+        .unwrap();
+        assert_eq!(split.known, 4, "the last known entry is scanned again: the list ended after it");
+        let expected = RequestBody::parse_list(&after, "messages").unwrap();
+        assert_eq!(split.check().unwrap().raw_messages(), expected.raw_messages());
     }
 
     #[test]
@@ -443,6 +489,11 @@ mod tests {
                 })
         }
 
+        /// What a read body holds (its fields, entries and list span), to compare two reads.
+        fn seen(body: &RequestBody<'_>) -> String {
+            format!("{:?} {:?} {:?}", body.fields, body.messages, body.span)
+        }
+
         proptest! {
             #[test]
             fn splicing_changes_messages_and_nothing_else(body in body()) {
@@ -475,21 +526,40 @@ mod tests {
                 changed[at] = byte;
                 for bytes in [body.as_bytes(), &changed] {
                     let parser = RequestBody::parse_list(bytes, "messages");
-                    let split = Unchecked::read(bytes, "messages").and_then(Unchecked::check);
-                    let seen = |body: &RequestBody<'_>| {
-                        let fields: Vec<(String, String)> =
-                            body.fields.iter().map(|(key, raw)| (key.clone(), raw.get().to_string())).collect();
-                        let messages: Vec<String> = body.messages.iter().map(|entry| entry.to_string()).collect();
-                        (fields, messages, body.span)
-                    };
+                    let split = Unchecked::read(bytes, "messages", |_| None).and_then(Unchecked::check);
                     prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
                 }
+            }
+
+            /// A list read before changes nothing that is read, whatever the next body is: the
+            /// same list grown, or changed anywhere (a byte of it, or of the rest of the body).
+            #[test]
+            fn a_known_list_changes_nothing_that_is_read(
+                body in body(),
+                more in prop::collection::vec(value(), 0..3),
+                at in any::<prop::sample::Index>(),
+                byte in prop::sample::select(b"{}[]\",:\\ 0an\x01\xc3".to_vec()),
+                change in any::<bool>(),
+            ) {
+                let bytes = Bytes::from(body);
+                let prior = RequestBody::parse_list(&bytes, "messages").unwrap();
+                let known = prior.known_list(&bytes).map(Arc::new);
+                let grown = prior.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
+                    .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
+                let mut next = prior.splice(&join_messages(grown)).into_bytes();
+                if change {
+                    let at = at.index(next.len());
+                    next[at] = byte;
+                }
+                let parser = RequestBody::parse_list(&next, "messages");
+                let split = Unchecked::read(&next, "messages", |_| known.clone()).and_then(Unchecked::check);
+                prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
             }
 
             #[test]
             fn any_bytes_are_read_or_refused_without_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
                 let _ = RequestBody::parse(&bytes);
-                let _ = Unchecked::read(&bytes, "messages").and_then(Unchecked::check);
+                let _ = Unchecked::read(&bytes, "messages", |_| None).and_then(Unchecked::check);
             }
         }
     }

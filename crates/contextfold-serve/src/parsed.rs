@@ -36,9 +36,9 @@ impl ParsedHistory {
         let same = self.keys.iter().zip(&keys).take_while(|(held, new)| held == new).count();
         self.keys.truncate(same);
         self.messages.truncate(same);
-        for index in same..keys.len() {
+        for (index, key) in keys.iter().enumerate().skip(same) {
             self.messages.push(read_message(&body, index)?);
-            self.keys.push(keys[index]);
+            self.keys.push(*key);
         }
         let body = body.check_from(keys.len()).map_err(Unreadable::Body)?;
         Ok((body, &self.messages))
@@ -78,11 +78,15 @@ mod tests {
     }
 
     fn fresh(texts: &[String]) -> Result<Vec<Message>, ModelError> {
-        texts.iter().enumerate().map(|(index, text)| Message::from_value(serde_json::from_str(text).unwrap(), index)).collect()
+        texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| Message::from_value(serde_json::from_str(text).unwrap(), index))
+            .collect()
     }
 
     fn read(held: &mut ParsedHistory, text: &str) -> Result<Vec<Message>, Unreadable> {
-        let body = Unchecked::read(text.as_bytes(), "messages").map_err(Unreadable::Body)?;
+        let body = Unchecked::read(text.as_bytes(), "messages", |_| None).map_err(Unreadable::Body)?;
         held.read(body).map(|(_, messages)| messages.to_vec())
     }
 

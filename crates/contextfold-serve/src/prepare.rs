@@ -38,7 +38,7 @@ pub fn open<'b>(
     if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
         return Ok(Opened::Send(untouched(app, log, "the body is compressed", bytes.clone())));
     }
-    let body = Unchecked::read(bytes, list)?;
+    let body = Unchecked::read(bytes, list, |first| app.known.find(first))?;
     log.stream = body.streams();
     if compaction_off(&parts.headers) {
         body.checked_from(0)?;
@@ -57,6 +57,9 @@ pub async fn compact(
     bytes: Bytes,
     log: &mut RequestLog,
 ) -> Prepared {
+    if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list(&bytes)) {
+        app.known.keep(first, list);
+    }
     let dialect = request.wire.dialect();
     log.session = Some(identity.session.clone());
     log.conversation = Some(identity.short_conversation());

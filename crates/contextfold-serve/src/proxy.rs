@@ -15,6 +15,7 @@ use crate::conversations::Conversations;
 use crate::error::ProxyError;
 use crate::forward::Upstream;
 use crate::headers::{has_token, upstream_request};
+use crate::known::KnownLists;
 use crate::log::{Action, RequestLog};
 use crate::parsed::{read_message, ParsedHistory, Unreadable};
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
@@ -46,6 +47,8 @@ pub struct App {
     pub conversations: Conversations<ConversationState>,
     /// Each Messages conversation's last messages, read into the model.
     pub parsed: Conversations<ParsedHistory>,
+    /// Each conversation's last list, for the split of its next request.
+    pub known: KnownLists,
     /// Where each conversation's compactions are kept, when anywhere.
     pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.

@@ -13,7 +13,9 @@
 //! caller then reads the text with a full parser, which also says where it is wrong. The
 //! slices it returns start and end at ASCII bytes, so they lie on character boundaries.
 
+use crate::known::KnownList;
 use memchr::memchr2;
+use std::sync::Arc;
 
 /// One top-level field of an object: its key as written (quotes and escapes included) and
 /// its value's text.
@@ -25,51 +27,107 @@ pub struct Field<'a> {
     pub value: &'a str,
 }
 
-/// The fields of the object `text` holds (whitespace around it allowed), in order; `None`
-/// when its structure is not an object's.
-pub fn object_fields(text: &str) -> Option<Vec<Field<'_>>> {
+/// An object's fields, and the entries of the one array it holds under a given key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object<'a> {
+    /// Every field but the array, in order.
+    pub fields: Vec<Field<'a>>,
+    /// The array's text, from its `[` to its `]`.
+    pub list: &'a str,
+    /// The array's entries, in order, each without the whitespace around it.
+    pub entries: Vec<&'a str>,
+    /// How many of the first entries are byte for byte a known list's (see [`array_at`]).
+    pub known: usize,
+}
+
+/// The object `text` holds (whitespace around it allowed), its field keyed `list` (written
+/// without escapes) split into entries as the object is read; `None` when its structure is
+/// not an object's, or that field is not there exactly once or is not an array. `known`
+/// gives the list read before that starts with the same first entry, if there is one.
+pub fn object_with_list<'a>(
+    text: &'a str,
+    list: &str,
+    known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+) -> Option<Object<'a>> {
     let bytes = text.as_bytes();
     let mut at = skip_space(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
         return None;
     }
     at = skip_space(bytes, at + 1);
-    let mut fields = Vec::new();
-    if bytes.get(at) == Some(&b'}') {
-        return (skip_space(bytes, at + 1) == bytes.len()).then_some(fields);
-    }
+    let (mut fields, mut found, mut known) = (Vec::new(), None, Some(known));
     loop {
         if bytes.get(at) != Some(&b'"') {
             return None;
         }
         let key_end = string_end(bytes, at)?;
+        let key = text.get(at..key_end)?;
         let colon = skip_space(bytes, key_end);
         if bytes.get(colon) != Some(&b':') {
             return None;
         }
         let start = skip_space(bytes, colon + 1);
-        let end = value_end(bytes, start)?;
-        fields.push(Field { key: text.get(at..key_end)?, value: text.get(start..end)? });
+        let end = if key.get(1..key.len() - 1) == Some(list) {
+            if found.is_some() {
+                return None;
+            }
+            let (entries, end, same) = array_at(bytes, text, start, known.take()?)?;
+            found = Some((text.get(start..end)?, entries, same));
+            end
+        } else {
+            let end = value_end(bytes, start)?;
+            fields.push(Field { key, value: text.get(start..end)? });
+            end
+        };
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b'}') => return (skip_space(bytes, at + 1) == bytes.len()).then_some(fields),
+            Some(b'}') if skip_space(bytes, at + 1) == bytes.len() => break,
             _ => return None,
         }
     }
+    let (list, entries, known) = found?;
+    Some(Object { fields, list, entries, known })
 }
 
 /// The entries of the array `text` is (no whitespace around it), in order, each without the
 /// whitespace around it; `None` when its structure is not an array's.
+#[cfg(test)]
 pub fn array_entries(text: &str) -> Option<Vec<&str>> {
-    let bytes = text.as_bytes();
-    if bytes.first() != Some(&b'[') {
+    array_at(text.as_bytes(), text, 0, |_| None).and_then(|(entries, end, _)| (end == text.len()).then_some(entries))
+}
+
+/// The entries of the array that opens at `start`, where it ends, and how many of its first
+/// entries are byte for byte those of the list `known` gives for its first entry. Those are
+/// taken from the known list's spans without a scan: where the bytes from `start` are the
+/// known list's, a scan would find what it found, and the scan goes on from the first entry
+/// that does not end (with its separator) inside the bytes they share.
+fn array_at<'a>(
+    bytes: &[u8],
+    text: &'a str,
+    start: usize,
+    known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+) -> Option<(Vec<&'a str>, usize, usize)> {
+    if bytes.get(start) != Some(&b'[') {
         return None;
     }
-    let mut at = skip_space(bytes, 1);
+    let mut at = skip_space(bytes, start + 1);
     let mut entries = Vec::new();
     if bytes.get(at) == Some(&b']') {
-        return (at + 1 == bytes.len()).then_some(entries);
+        return Some((entries, at + 1, 0));
+    }
+    let mut same = 0;
+    if let Some(prior) = known(text.get(at..value_end(bytes, at)?)?) {
+        let shared = common_prefix(bytes.get(start..)?, prior.bytes());
+        let spans = prior.spans();
+        // Entry j is the known one when entry j + 1 starts inside the shared bytes.
+        same = spans.iter().skip(1).take_while(|(next, _)| *next <= shared).count();
+        for &(from, to) in &spans[..same] {
+            entries.push(text.get(start + from..start + to)?);
+        }
+        if same > 0 {
+            at = start + spans[same].0;
+        }
     }
     loop {
         let end = value_end(bytes, at)?;
@@ -77,10 +135,23 @@ pub fn array_entries(text: &str) -> Option<Vec<&str>> {
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return (at + 1 == bytes.len()).then_some(entries),
+            Some(b']') => return Some((entries, at + 1, same)),
             _ => return None,
         }
     }
+}
+
+/// How many bytes `a` and `b` share from their start.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let mut at = 0;
+    // Large blocks compare at memory speed; the last differing one is narrowed down.
+    for block in [4096, 64, 1] {
+        while at + block <= len && a[at..at + block] == b[at..at + block] {
+            at += block;
+        }
+    }
+    at
 }
 
 /// The first byte at or after `at` that is not JSON whitespace.
@@ -93,9 +164,17 @@ fn skip_space(bytes: &[u8], mut at: usize) -> usize {
 
 /// Just past the string that opens at `at` (a `"`).
 fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    /// Most strings of a request (keys, types, ids) are shorter than this: looking at their
+    /// bytes one by one is faster than setting up `memchr`.
+    const SHORT: usize = 16;
     at += 1;
     loop {
-        at += memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        let rest = bytes.get(at..)?;
+        let special = |byte: &u8| matches!(byte, b'"' | b'\\');
+        at += match rest.iter().take(SHORT).position(special) {
+            Some(found) => found,
+            None => SHORT + memchr2(b'"', b'\\', rest.get(SHORT..)?)?,
+        };
         if bytes[at] == b'"' {
             return Some(at + 1);
         }
@@ -148,27 +227,39 @@ mod tests {
     #[test]
     fn fields_and_entries_are_found_by_structure() {
         let text = " { \"a\" : [1, {\"b\":\"]}\\\"\"}] ,\"c\\\"\":\"x\" , \"d\":-1.5e3}\n";
-        let fields = object_fields(text).unwrap();
+        let object = object_with_list(text, "a", |_| None).unwrap();
         assert_eq!(
-            fields,
-            vec![
-                Field { key: "\"a\"", value: "[1, {\"b\":\"]}\\\"\"}]" },
-                Field { key: "\"c\\\"\"", value: "\"x\"" },
-                Field { key: "\"d\"", value: "-1.5e3" },
-            ]
+            object.fields,
+            vec![Field { key: "\"c\\\"\"", value: "\"x\"" }, Field { key: "\"d\"", value: "-1.5e3" }]
         );
-        assert_eq!(array_entries(fields[0].value).unwrap(), vec!["1", "{\"b\":\"]}\\\"\"}"]);
+        assert_eq!(object.list, "[1, {\"b\":\"]}\\\"\"}]");
+        assert_eq!(object.entries, vec!["1", "{\"b\":\"]}\\\"\"}"]);
+        let long = format!("{{\"a\":[\"{}\\\"{}\"]}}", "x".repeat(40), "é".repeat(30));
+        assert_eq!(object_with_list(&long, "a", |_| None).unwrap().entries, vec![&long[6..long.len() - 2]]);
         assert_eq!(array_entries("[ ]").unwrap(), Vec::<&str>::new());
-        assert_eq!(object_fields("{}").unwrap(), vec![]);
+        assert_eq!(object_with_list("{\"a\":[]}", "a", |_| None).unwrap().entries, Vec::<&str>::new());
     }
 
     #[test]
     fn what_is_not_an_object_or_array_is_refused() {
         for text in [
-            "", "[]", "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1} x", "{\"a\":\"x}", "{\"a\":1 \"b\":2}",
-            "{\"a\":[1}", "{\"a\":\"\\",
+            "",
+            "[]",
+            "{}",
+            "{",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":[],}",
+            "{\"a\":[]} x",
+            "{\"a\":[\"x]}",
+            "{\"b\":1 \"a\":[]}",
+            "{\"a\":[1}",
+            "{\"a\":[\"\\",
+            "{\"a\":1}",
+            "{\"a\":[],\"a\":[]}",
+            "{\"b\":[]}",
         ] {
-            assert_eq!(object_fields(text), None, "{text}");
+            assert_eq!(object_with_list(text, "a", |_| None), None, "{text}");
         }
         for text in ["", " []", "[1,]", "[,1]", "[1 2]", "[1", "[\"é]", "[1] "] {
             assert_eq!(array_entries(text), None, "{text}");
