@@ -12,7 +12,7 @@
 //! split or check fails is read again by the full parser, so that it is refused as it would
 //! have been without the shortcut, with the same error.
 
-use crate::known::KnownList;
+use crate::known::{entry_key, EntryKey, KnownEntry, KnownList};
 use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -62,6 +62,8 @@ pub struct RequestBody<'a> {
     fields: Vec<(String, &'a RawValue)>,
     /// The list's entries, each valid JSON.
     messages: Vec<&'a str>,
+    /// The key of each entry's text.
+    keys: Vec<EntryKey>,
     /// Where the list lies in the body, in bytes.
     span: (usize, usize),
 }
@@ -102,7 +104,8 @@ impl<'a> RequestBody<'a> {
         };
         let messages: Vec<&str> = messages.into_iter().map(RawValue::get).collect();
         let span = span(text, &messages).unwrap_or_else(|| empty_span(text, list));
-        Ok(RequestBody { text, fields, messages, span })
+        let keys = messages.iter().map(|entry| entry_key(entry)).collect();
+        Ok(RequestBody { text, fields, messages, keys, span })
     }
 
     /// Whether the client asked for a stream (`"stream": true`).
@@ -139,8 +142,10 @@ impl<'a> RequestBody<'a> {
         }
         let (start, _) = self.span;
         let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
-        let spans = self.messages.iter().map(|entry| (from_start(entry), from_start(entry) + entry.len())).collect();
-        Some(KnownList::new(bytes.clone(), start, spans))
+        let entries = self.messages.iter().zip(&self.keys);
+        let entries =
+            entries.map(|(entry, &key)| KnownEntry { span: (from_start(entry), from_start(entry) + entry.len()), key });
+        Some(KnownList::new(bytes.clone(), start, entries.collect()))
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -186,6 +191,11 @@ impl<'a> Unchecked<'a> {
     /// The text of each entry of the list, in order; not checked to be JSON.
     pub fn entries(&self) -> &[&'a str] {
         &self.body.messages
+    }
+
+    /// The key of each entry's text, in order.
+    pub fn keys(&self) -> &[EntryKey] {
+        &self.body.keys
     }
 
     /// Whether the client asked for a stream (`"stream": true`).
@@ -245,8 +255,13 @@ fn split<'a>(
         fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
     }
     let start = object.list.as_ptr() as usize - text.as_ptr() as usize;
-    let body = RequestBody { text, fields, messages: object.entries, span: (start, start + object.list.len()) };
-    Some((body, object.known))
+    let (known, prior) = object.known.map_or((0, None), |(count, prior)| (count, Some(prior)));
+    // The keys of the known entries are the known list's; only the others are hashed.
+    let shared = prior.as_ref().map_or(&[][..], |prior| &prior.entries()[..known]);
+    let keys = shared.iter().map(|entry| entry.key);
+    let keys = keys.chain(object.entries[known..].iter().map(|entry| entry_key(entry))).collect();
+    let span = (start, start + object.list.len());
+    Some((RequestBody { text, fields, messages: object.entries, keys, span }, known))
 }
 
 /// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
@@ -489,9 +504,10 @@ mod tests {
                 })
         }
 
-        /// What a read body holds (its fields, entries and list span), to compare two reads.
+        /// What a read body holds (its fields, entries, their keys and the list's span), to
+        /// compare two reads.
         fn seen(body: &RequestBody<'_>) -> String {
-            format!("{:?} {:?} {:?}", body.fields, body.messages, body.span)
+            format!("{:?} {:?} {:?} {:?}", body.fields, body.messages, body.keys, body.span)
         }
 
         proptest! {

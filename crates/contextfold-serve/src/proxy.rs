@@ -17,7 +17,7 @@ use crate::forward::Upstream;
 use crate::headers::{has_token, upstream_request};
 use crate::known::KnownLists;
 use crate::log::{Action, RequestLog};
-use crate::parsed::{read_message, ParsedHistory, Unreadable};
+use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
@@ -29,7 +29,7 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::Response;
 use bytes::Bytes;
-use contextfold_core::{Block, Conversation, Message};
+use contextfold_core::Conversation;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 use std::sync::Arc;
@@ -150,11 +150,12 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
     let held = app.parsed.slot(identity.conversation);
     let mut held = held.lock().await;
-    let (parsed, messages) = match held.get_or_insert_with(ParsedHistory::default).read(body) {
-        Ok(read) => read,
-        Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
-    };
-    if let Some(why) = server_side_compaction(&parsed, messages) {
+    let Read { body: parsed, messages, server_compacted } =
+        match held.get_or_insert_with(ParsedHistory::default).read(body) {
+            Ok(read) => read,
+            Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
+        };
+    if let Some(why) = server_side_compaction(&parsed, server_compacted) {
         return Ok(untouched(app, log, why, bytes));
     }
     let betas = parts
@@ -192,12 +193,8 @@ fn read_preamble(body: &Unchecked<'_>) -> Result<Conversation, String> {
 /// Why the client's own server-side compaction means contextfold steps aside, if it does:
 /// a `compaction` block in the history (the server already folded it), or a
 /// `context_management` edit that compacts.
-fn server_side_compaction(parsed: &RequestBody<'_>, messages: &[Message]) -> Option<&'static str> {
-    let has_block = messages.iter().flat_map(|message| &message.content).any(|block| match block {
-        Block::Other(value) => value.get("type").and_then(Value::as_str) == Some("compaction"),
-        _ => false,
-    });
-    if has_block {
+fn server_side_compaction(parsed: &RequestBody<'_>, server_compacted: bool) -> Option<&'static str> {
+    if server_compacted {
         return Some("the history holds the server's compaction block");
     }
     let edits = parsed.value("context_management").and_then(|value| value.get("edits").cloned());
