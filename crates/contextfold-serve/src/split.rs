@@ -38,8 +38,11 @@ pub struct Object<'a> {
     pub entries: Vec<&'a str>,
     /// How many of the first entries are byte for byte a known list's (see [`array_at`]),
     /// and that list.
-    pub known: Option<(usize, Arc<KnownList>)>,
+    pub known: Option<Shared>,
 }
+
+/// How many of a list's first entries are byte for byte a known list's, and that list.
+pub type Shared = (usize, Arc<KnownList>);
 
 /// The object `text` holds (whitespace around it allowed), its field keyed `list` (written
 /// without escapes) split into entries as the object is read; `None` when its structure is
@@ -109,7 +112,7 @@ fn array_at<'a>(
     text: &'a str,
     start: usize,
     known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
-) -> Option<(Vec<&'a str>, usize, Option<(usize, Arc<KnownList>)>)> {
+) -> Option<(Vec<&'a str>, usize, Option<Shared>)> {
     if bytes.get(start) != Some(&b'[') {
         return None;
     }
