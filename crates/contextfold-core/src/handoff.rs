@@ -38,6 +38,14 @@ const SPARE_ORDER: [usize; 7] = [0, ERRORS, CURRENT, 2, 5, 3, 1];
 /// The index of the errors section in [`SECTIONS`].
 const ERRORS: usize = 4;
 
+/// The index of the commands section in [`SECTIONS`].
+const COMMANDS: usize = 3;
+
+/// How many of the newest commands the summary lists. An older command is read on every
+/// later call for little: its failure is in the errors section, the files it changed in the
+/// changed section.
+const RECENT_COMMANDS: usize = 8;
+
 /// The index of the current work section in [`SECTIONS`].
 const CURRENT: usize = 6;
 
@@ -100,6 +108,8 @@ pub fn handoff(
             None => earlier = Some(clip_chars(previous.trim(), BULLET_CHARS * 2)),
         }
     }
+    let commands = &mut sections[COMMANDS];
+    commands.drain(..commands.len().saturating_sub(RECENT_COMMANDS));
     fit(&mut sections, earlier.as_deref(), budget, counter)
 }
 
@@ -167,7 +177,7 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
             commands.push(line);
         }
     }
-    sections[3] = commands;
+    sections[COMMANDS] = commands;
     // One bullet per distinct failure: its telling line first (shortening keeps it), then the
     // command or target of its latest occurrence, then its latest status; unresolved first.
     let mut errors: Vec<(bool, String, String)> = Vec::new();
@@ -551,7 +561,7 @@ mod tests {
     fn errors_get_the_room_other_sections_leave_before_the_list_of_commands() {
         use crate::extract::{CommandRun, ErrorSeen};
         let mut facts = Facts::default();
-        for index in 0..30 {
+        for index in 0..RECENT_COMMANDS {
             let command = format!("make target{index} {}", "--with-a-long-flag ".repeat(7));
             facts.commands.push(CommandRun { command, outcome: Outcome::Ok, message: index });
         }
@@ -564,15 +574,15 @@ mod tests {
                 fixed: false,
             });
         }
-        let text = handoff(&facts, None, FirstRequest::InFacts, 1_000, &Chars4);
-        assert!(Chars4.count_text(&text) <= 1_000);
+        let text = handoff(&facts, None, FirstRequest::InFacts, 700, &Chars4);
+        assert!(Chars4.count_text(&text) <= 700);
         for index in 0..20 {
             assert!(
                 text.contains(&format!("unit{index}.c:{index}: error: expected ';'")),
                 "error {index} lost:\n{text}"
             );
         }
-        assert!(parse_sections(&text).unwrap()[3].len() < 30, "the commands gave way:\n{text}");
+        assert!(parse_sections(&text).unwrap()[COMMANDS].len() < RECENT_COMMANDS, "the commands gave way:\n{text}");
     }
 
     #[test]
@@ -600,6 +610,22 @@ mod tests {
             assert!(bullet.starts_with(&format!("0 [main] bash ({index}) child_copy: cygheap read copy failed")));
             assert!(bullet.ends_with(" — unresolved") && bullet.chars().count() <= SHORT_ERROR_CHARS + 20, "{bullet}");
         }
+    }
+
+    #[test]
+    fn only_the_newest_commands_are_listed_across_merges() {
+        use crate::extract::CommandRun;
+        let run =
+            |index: usize| CommandRun { command: format!("make step{index}"), outcome: Outcome::Ok, message: index };
+        let earlier = Facts { commands: (0..5).map(run).collect(), ..Facts::default() };
+        let previous = handoff(&earlier, None, FirstRequest::InFacts, 10_000, &Chars4);
+        assert_eq!(parse_sections(&previous).unwrap()[COMMANDS].len(), 5, "{previous}");
+        let later = Facts { commands: (5..12).map(run).collect(), ..Facts::default() };
+        let text = handoff(&later, Some(&previous), FirstRequest::InFacts, 10_000, &Chars4);
+        let commands = &parse_sections(&text).unwrap()[COMMANDS];
+        let expected: Vec<String> =
+            (12 - RECENT_COMMANDS..12).map(|index| format!("`make step{index}` → ok")).collect();
+        assert_eq!(commands, &expected, "{text}");
     }
 
     #[test]
