@@ -57,6 +57,9 @@ const SHORT_ERROR_CHARS: usize = 120;
 /// fit, never merged.
 const NOT_SHOWN: &str = "fixed later, not shown";
 
+/// How long the current work's bullets get before the next step is dropped.
+const SHORT_CURRENT_CHARS: usize = 120;
+
 /// How the next step is marked after the opening of the last assistant text.
 const NEXT: &str = "Next: ";
 
@@ -383,6 +386,14 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
             }
             total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
         }
+        if index == CURRENT && total > allowance[index] {
+            // The opening of the last assistant text and the next step are both shortened
+            // before the next step goes: together they say where the work stands.
+            for bullet in bullets.iter_mut() {
+                *bullet = shorten(bullet, SHORT_CURRENT_CHARS);
+            }
+            total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
+        }
         // Which bullets are oldest: the end of the requests list (but not the first request,
         // which is last), the start of every other list.
         while total > allowance[index] && !bullets.is_empty() {
@@ -626,6 +637,23 @@ mod tests {
         let expected: Vec<String> =
             (12 - RECENT_COMMANDS..12).map(|index| format!("`make step{index}` → ok")).collect();
         assert_eq!(commands, &expected, "{text}");
+    }
+
+    #[test]
+    fn a_tight_budget_shortens_the_current_work_before_dropping_the_next_step() {
+        let facts = Facts {
+            last_assistant_text: Some(format!("The failing test reads a stale cache. {}", "More detail. ".repeat(45))),
+            next_step: Some(format!("Next I will clear the cache in conftest.py. {}", "Then rerun. ".repeat(30))),
+            ..Facts::default()
+        };
+        let whole = handoff(&facts, None, FirstRequest::InFacts, 10_000, &Chars4);
+        let budget = 140;
+        assert!(Chars4.count_text(&whole) > budget + 100, "{whole}");
+        let text = handoff(&facts, None, FirstRequest::InFacts, budget, &Chars4);
+        assert!(Chars4.count_text(&text) <= budget, "{text}");
+        let current = &parse_sections(&text).unwrap()[CURRENT];
+        assert!(current[0].starts_with("The failing test reads a stale cache."), "{text}");
+        assert!(current.iter().any(|bullet| bullet.starts_with("Next: Next I will clear the cache")), "{text}");
     }
 
     #[test]
