@@ -21,7 +21,8 @@
 //!   conversations at once.
 //!
 //! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
-//! the latency alone, or `-- stores` for the stores alone. Everything runs in this process on 127.0.0.1: the client, the
+//! the latency alone, `-- stores` for the stores alone, or `-- profile` for the CPU time
+//! of next calls, direct and through the proxy (also to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
@@ -79,6 +80,10 @@ fn main() {
         println!("contextfold serve benchmark ({} cores)", std::thread::available_parallelism().map_or(1, |n| n.get()));
         if std::env::args().any(|arg| arg == "stores") {
             stores(&upstream).await;
+            return;
+        }
+        if std::env::args().any(|arg| arg == "profile") {
+            profile(&upstream).await;
             return;
         }
         latency(&upstream).await;
@@ -275,6 +280,48 @@ async fn latency(upstream: &str) {
     report("next call (2 new messages), whole answer", &mut next_direct, &mut next);
     report("next call, streamed: first byte", &mut first_byte_direct, &mut first_byte);
     report("first call of a new conversation", &mut cold_direct, &mut cold);
+}
+
+/// Next calls alone (`-- profile`), to run under a profiler and to weigh the CPU time the
+/// proxy spends on them, which a busy machine does not blur as it blurs latency: three
+/// conversations of 150 calls each, two messages longer every call from 600 messages on,
+/// sent directly and then through the proxy (each conversation's first call, which reads
+/// the whole history, left out of the sums). The bodies are written before the clock runs.
+async fn profile(upstream: &str) {
+    let proxy = proxy(upstream, None).await;
+    let client = client();
+    let calls: Vec<(usize, Vec<String>)> = (0..3)
+        .map(|id| (id, (MESSAGES..MESSAGES + 300).step_by(2).map(|count| body(id, count, false)).collect()))
+        .collect();
+    let mut cpu = Vec::new();
+    for base in [upstream, proxy.as_str()] {
+        let mut spent = Duration::ZERO;
+        for (id, bodies) in &calls {
+            call(&client, base, *id, bodies[0].clone(), false).await;
+            let before = cpu_time();
+            for body in &bodies[1..] {
+                call(&client, base, *id, body.clone(), false).await;
+            }
+            spent += cpu_time() - before;
+        }
+        cpu.push(spent.as_secs_f64() * 1e3 / (calls.len() * 149) as f64);
+    }
+    println!(
+        "profile: CPU time per next call (600 to 900 messages): direct {:.3} ms, through the proxy {:.3} ms, added {:.3} ms",
+        cpu[0],
+        cpu[1],
+        cpu[1] - cpu[0]
+    );
+}
+
+/// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks
+/// of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after its `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks: u64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
 }
 
 async fn throughput(upstream: &str, window: Option<u64>, what: &str) {
