@@ -286,32 +286,69 @@ async fn latency(upstream: &str) {
 /// proxy spends on them, which a busy machine does not blur as it blurs latency: three
 /// conversations of 150 calls each, two messages longer every call from 600 messages on,
 /// sent directly and then through the proxy (each conversation's first call, which reads
-/// the whole history, left out of the sums). The bodies are written before the clock runs.
+/// the whole history, left out of the sums). Twice: with the latency bench's small system
+/// prompt and tools, and with a preamble the size of Claude Code's (20 tools of about 3 KB,
+/// a 16 KB system prompt whose first block changes on every call). The bodies are written
+/// before the clock runs.
 async fn profile(upstream: &str) {
     let proxy = proxy(upstream, None).await;
     let client = client();
-    let calls: Vec<(usize, Vec<String>)> = (0..3)
-        .map(|id| (id, (MESSAGES..MESSAGES + 300).step_by(2).map(|count| body(id, count, false)).collect()))
-        .collect();
-    let mut cpu = Vec::new();
-    for base in [upstream, proxy.as_str()] {
-        let mut spent = Duration::ZERO;
-        for (id, bodies) in &calls {
-            call(&client, base, *id, bodies[0].clone(), false).await;
-            let before = cpu_time();
-            for body in &bodies[1..] {
-                call(&client, base, *id, body.clone(), false).await;
+    for large in [false, true] {
+        let calls: Vec<(usize, Vec<String>)> = (0..3)
+            .map(|id| {
+                let id = id + if large { 10 } else { 0 };
+                let bodies = (MESSAGES..MESSAGES + 300).step_by(2).map(|count| {
+                    let mut body = body(id, count, false);
+                    if large {
+                        body = with_large_preamble(&body, count);
+                    }
+                    body
+                });
+                (id, bodies.collect())
+            })
+            .collect();
+        let mut cpu = Vec::new();
+        for base in [upstream, proxy.as_str()] {
+            let mut spent = Duration::ZERO;
+            for (id, bodies) in &calls {
+                call(&client, base, *id, bodies[0].clone(), false).await;
+                let before = cpu_time();
+                for body in &bodies[1..] {
+                    call(&client, base, *id, body.clone(), false).await;
+                }
+                spent += cpu_time() - before;
             }
-            spent += cpu_time() - before;
+            cpu.push(spent.as_secs_f64() * 1e3 / (calls.len() * 149) as f64);
         }
-        cpu.push(spent.as_secs_f64() * 1e3 / (calls.len() * 149) as f64);
+        let size = calls[0].1[0].len() / 1000;
+        let preamble =
+            if large { "Claude Code-sized system prompt and tools" } else { "small system prompt and tools" };
+        println!(
+            "profile, {preamble} ({size} KB at 600 messages): CPU time per next call: direct {:.3} ms, through the proxy {:.3} ms, added {:.3} ms",
+            cpu[0],
+            cpu[1],
+            cpu[1] - cpu[0]
+        );
     }
-    println!(
-        "profile: CPU time per next call (600 to 900 messages): direct {:.3} ms, through the proxy {:.3} ms, added {:.3} ms",
-        cpu[0],
-        cpu[1],
-        cpu[1] - cpu[0]
-    );
+}
+
+/// `body` with a system prompt and tools the size of Claude Code's; the system prompt's
+/// first block differs with `call`, as Claude Code's billing line does.
+fn with_large_preamble(body: &str, call: usize) -> String {
+    let mut body: Value = serde_json::from_str(body).expect("a body");
+    let line = "Use the tool only when the task needs it; explain what you change and why, and keep edits small. ";
+    let tools: Vec<Value> = (0..20)
+        .map(|tool| {
+            json!({"name": format!("Tool{tool}"), "description": line.repeat(24), "input_schema": {"type": "object",
+                "properties": {"path": {"type": "string", "description": line}, "limit": {"type": "integer"}},
+                "required": ["path"]}})
+        })
+        .collect();
+    body["tools"] = Value::Array(tools);
+    body["system"] = json!([
+        {"type": "text", "text": format!("x-anthropic-billing-header: cc_version=2.1; cch={call:05x};")},
+        {"type": "text", "text": line.repeat(160), "cache_control": {"type": "ephemeral"}}]);
+    body.to_string()
 }
 
 /// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks

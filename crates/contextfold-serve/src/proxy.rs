@@ -8,7 +8,7 @@
 //! Responses API in [`crate::openai`]; everything else is forwarded as it came.
 
 use crate::background::Background;
-use crate::body::{RequestBody, Unchecked};
+use crate::body::RequestBody;
 use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
 use crate::config::LogFormat;
 use crate::conversations::Conversations;
@@ -18,6 +18,7 @@ use crate::headers::{has_token, upstream_request};
 use crate::known::KnownLists;
 use crate::log::{Action, RequestLog};
 use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
+use crate::preamble::Preambles;
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
@@ -29,7 +30,6 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::Response;
 use bytes::Bytes;
-use contextfold_core::Conversation;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 use std::sync::Arc;
@@ -49,6 +49,8 @@ pub struct App {
     pub parsed: Conversations<ParsedHistory>,
     /// Each conversation's last list, for the split of its next request.
     pub known: KnownLists,
+    /// The system prompts and tools read lately.
+    pub preambles: Preambles,
     /// Where each conversation's compactions are kept, when anywhere.
     pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.
@@ -134,7 +136,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         Unreadable::Body(err) => Err(ProxyError::bad_request(err.to_string())),
         Unreadable::Message(err) => Ok(format!("the compaction cannot read it: {err}")),
     };
-    let preamble = match read_preamble(&body) {
+    let preamble = match app.preambles.read(body.raw("system"), body.raw("tools")) {
         Ok(preamble) => preamble,
         Err(why) => {
             body.checked_from(0).map_err(|err| ProxyError::bad_request(err.to_string()))?;
@@ -147,7 +149,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
     };
     let identity =
-        identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
+        identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_deref(), first.as_slice());
     let held = app.parsed.slot(identity.conversation);
     let mut held = held.lock().await;
     let Read { body: parsed, messages, server_compacted } =
@@ -170,24 +172,12 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
     let request = Request {
         messages,
         wire: &wire,
-        system: preamble.system.as_ref(),
-        tools: preamble.tools.as_deref(),
+        system: preamble.system.as_deref(),
+        tools: preamble.tools.as_deref().map(Vec::as_slice),
         model: model.as_ref().and_then(Value::as_str),
         betas: &betas,
     };
     Ok(compact(app, identity, request, &parsed, bytes.clone(), log).await)
-}
-
-/// The system prompt and tools, read into the model.
-fn read_preamble(body: &Unchecked<'_>) -> Result<Conversation, String> {
-    let mut preamble = serde_json::Map::new();
-    for key in ["system", "tools"] {
-        if let Some(value) = body.value(key) {
-            preamble.insert(key.to_string(), value);
-        }
-    }
-    preamble.insert("messages".to_string(), Value::Array(Vec::new()));
-    Conversation::from_value(Value::Object(preamble)).map_err(|err| err.to_string())
 }
 
 /// Why the client's own server-side compaction means contextfold steps aside, if it does:

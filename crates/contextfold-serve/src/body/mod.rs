@@ -191,6 +191,11 @@ impl<'a> Unchecked<'a> {
         self.body.value(key)
     }
 
+    /// The raw text of the top-level field `key`, when present.
+    pub fn raw(&self, key: &str) -> Option<&'a str> {
+        self.body.raw(key)
+    }
+
     /// The body, every entry checked.
     pub fn check(self) -> Result<RequestBody<'a>, BodyError> {
         self.check_from(0)
