@@ -170,8 +170,9 @@ pub struct EvictReport {
     pub items: Vec<Offload>,
     /// Why nothing was evicted, when candidates existed but a threshold was not met.
     pub skipped: Option<String>,
-    /// Hot paths, pinned automatically: files read again after an earlier read was evicted,
-    /// whose latest read is kept past the working set.
+    /// Hot paths, pinned automatically: files read again after an earlier read was evicted
+    /// (by an earlier pass, or read twice, so this pass evicts the earlier read first), whose
+    /// latest read is kept past the working set.
     pub pinned: Vec<String>,
 }
 
@@ -366,17 +367,26 @@ fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]
     let candidates: Vec<Candidate> =
         candidates.into_iter().filter(|candidate| candidate.tokens >= config.min_payload_tokens).collect();
 
-    // Hot paths: read again after an earlier read of theirs was evicted. Their latest read is
-    // kept past the working set (age), so the model does not have to read them a third time.
+    // Hot paths: read again after an earlier read was evicted, by an earlier pass or by this
+    // one (of a file read twice, the earlier read goes first: superseded, or older). Their
+    // latest read is kept past the working set (age), so the model does not have to read them
+    // a third time.
+    let mut reads: HashMap<&str, (usize, usize)> = HashMap::new();
+    let file_reads = || {
+        candidates
+            .iter()
+            .filter(|candidate| candidate.action.kind == ActionKind::FileRead)
+            .filter_map(|candidate| candidate.action.target.as_deref().map(|path| (candidate.message, path)))
+    };
+    for (message, path) in file_reads() {
+        reads.entry(path).or_insert((message, 0)).1 += 1;
+    }
     let mut hot: Vec<String> = Vec::new();
-    for (at, path) in &evicted_reads {
-        let read_again = candidates.iter().any(|candidate| {
-            candidate.message > *at
-                && candidate.action.kind == ActionKind::FileRead
-                && candidate.action.target.as_deref() == Some(path.as_str())
-        });
-        if read_again && !hot.contains(path) {
-            hot.push(path.clone());
+    for (_, path) in file_reads() {
+        let (first, count) = reads[path];
+        let evicted_before = evicted_reads.iter().any(|(at, evicted)| evicted == path && *at < first);
+        if (count > 1 || evicted_before) && !hot.iter().any(|seen| seen == path) {
+            hot.push(path.to_string());
         }
     }
     // Pinned paths keep their latest read; hot ones keep it from age-based eviction.
@@ -790,6 +800,24 @@ mod tests {
         assert!(report.items.iter().any(|item| item.reason == Reason::Age), "others still go by age");
         let blocks_after: Vec<usize> = conversation.messages.iter().map(|message| message.content.len()).collect();
         assert_eq!(blocks_before, blocks_after);
+    }
+
+    #[test]
+    fn a_file_read_twice_in_one_pass_keeps_its_latest_read() {
+        // Two reads of other ranges of one file go out of the working set in the same pass:
+        // the earlier goes by age, the latest stays, so a third read finds it.
+        let range = |offset: u64| json!({"file_path": "hot.rs", "offset": offset, "limit": 50});
+        let mut steps: Vec<(&str, Value, String)> =
+            vec![("Read", range(1), big("h1")), ("Read", read("cold.rs"), big("c")), ("Read", range(100), big("h2"))];
+        steps.extend((0..4).map(|i| ("Bash", json!({"command": format!("step {i}")}), big(&format!("a{i}")))));
+        let mut conversation = session(&steps);
+        let report = evict(&mut conversation, &EvictConfig { keep_recent: Some(2), ..EvictConfig::default() }, &Chars4);
+        assert_eq!(report.pinned, ["hot.rs"]);
+        let evicted: Vec<(usize, Option<&str>)> =
+            report.items.iter().map(|item| (item.message, item.target.as_deref())).collect();
+        assert!(evicted.contains(&(2, Some("hot.rs"))), "the earlier read goes: {evicted:?}");
+        assert!(evicted.contains(&(4, Some("cold.rs"))), "a file read once still goes by age: {evicted:?}");
+        assert!(!evicted.iter().any(|(message, _)| *message == 6), "the latest read stays: {evicted:?}");
     }
 
     #[test]

@@ -38,6 +38,14 @@ const SPARE_ORDER: [usize; 7] = [0, ERRORS, CURRENT, 2, 5, 3, 1];
 /// The index of the errors section in [`SECTIONS`].
 const ERRORS: usize = 4;
 
+/// The index of the commands section in [`SECTIONS`].
+const COMMANDS: usize = 3;
+
+/// How many of the newest commands the summary lists. An older command is read on every
+/// later call for little: its failure is in the errors section, the files it changed in the
+/// changed section.
+const RECENT_COMMANDS: usize = 8;
+
 /// The index of the current work section in [`SECTIONS`].
 const CURRENT: usize = 6;
 
@@ -48,6 +56,9 @@ const SHORT_ERROR_CHARS: usize = 120;
 /// How the count of fixed errors left out for room ends; a count is made afresh at each
 /// fit, never merged.
 const NOT_SHOWN: &str = "fixed later, not shown";
+
+/// How long the current work's bullets get before the next step is dropped.
+const SHORT_CURRENT_CHARS: usize = 120;
 
 /// How the next step is marked after the opening of the last assistant text.
 const NEXT: &str = "Next: ";
@@ -100,6 +111,8 @@ pub fn handoff(
             None => earlier = Some(clip_chars(previous.trim(), BULLET_CHARS * 2)),
         }
     }
+    let commands = &mut sections[COMMANDS];
+    commands.drain(..commands.len().saturating_sub(RECENT_COMMANDS));
     fit(&mut sections, earlier.as_deref(), budget, counter)
 }
 
@@ -167,7 +180,7 @@ fn new_sections(facts: &Facts, first: FirstRequest) -> Vec<Vec<String>> {
             commands.push(line);
         }
     }
-    sections[3] = commands;
+    sections[COMMANDS] = commands;
     // One bullet per distinct failure: its telling line first (shortening keeps it), then the
     // command or target of its latest occurrence, then its latest status; unresolved first.
     let mut errors: Vec<(bool, String, String)> = Vec::new();
@@ -373,6 +386,14 @@ fn fit(sections: &mut [Vec<String>], earlier: Option<&str>, budget: u64, counter
             }
             total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
         }
+        if index == CURRENT && total > allowance[index] {
+            // The opening of the last assistant text and the next step are both shortened
+            // before the next step goes: together they say where the work stands.
+            for bullet in bullets.iter_mut() {
+                *bullet = shorten(bullet, SHORT_CURRENT_CHARS);
+            }
+            total = bullets.iter().map(|bullet| counter.count_text(bullet) + 2).sum();
+        }
         // Which bullets are oldest: the end of the requests list (but not the first request,
         // which is last), the start of every other list.
         while total > allowance[index] && !bullets.is_empty() {
@@ -551,7 +572,7 @@ mod tests {
     fn errors_get_the_room_other_sections_leave_before_the_list_of_commands() {
         use crate::extract::{CommandRun, ErrorSeen};
         let mut facts = Facts::default();
-        for index in 0..30 {
+        for index in 0..RECENT_COMMANDS {
             let command = format!("make target{index} {}", "--with-a-long-flag ".repeat(7));
             facts.commands.push(CommandRun { command, outcome: Outcome::Ok, message: index });
         }
@@ -564,15 +585,15 @@ mod tests {
                 fixed: false,
             });
         }
-        let text = handoff(&facts, None, FirstRequest::InFacts, 1_000, &Chars4);
-        assert!(Chars4.count_text(&text) <= 1_000);
+        let text = handoff(&facts, None, FirstRequest::InFacts, 700, &Chars4);
+        assert!(Chars4.count_text(&text) <= 700);
         for index in 0..20 {
             assert!(
                 text.contains(&format!("unit{index}.c:{index}: error: expected ';'")),
                 "error {index} lost:\n{text}"
             );
         }
-        assert!(parse_sections(&text).unwrap()[3].len() < 30, "the commands gave way:\n{text}");
+        assert!(parse_sections(&text).unwrap()[COMMANDS].len() < RECENT_COMMANDS, "the commands gave way:\n{text}");
     }
 
     #[test]
@@ -600,6 +621,39 @@ mod tests {
             assert!(bullet.starts_with(&format!("0 [main] bash ({index}) child_copy: cygheap read copy failed")));
             assert!(bullet.ends_with(" — unresolved") && bullet.chars().count() <= SHORT_ERROR_CHARS + 20, "{bullet}");
         }
+    }
+
+    #[test]
+    fn only_the_newest_commands_are_listed_across_merges() {
+        use crate::extract::CommandRun;
+        let run =
+            |index: usize| CommandRun { command: format!("make step{index}"), outcome: Outcome::Ok, message: index };
+        let earlier = Facts { commands: (0..5).map(run).collect(), ..Facts::default() };
+        let previous = handoff(&earlier, None, FirstRequest::InFacts, 10_000, &Chars4);
+        assert_eq!(parse_sections(&previous).unwrap()[COMMANDS].len(), 5, "{previous}");
+        let later = Facts { commands: (5..12).map(run).collect(), ..Facts::default() };
+        let text = handoff(&later, Some(&previous), FirstRequest::InFacts, 10_000, &Chars4);
+        let commands = &parse_sections(&text).unwrap()[COMMANDS];
+        let expected: Vec<String> =
+            (12 - RECENT_COMMANDS..12).map(|index| format!("`make step{index}` → ok")).collect();
+        assert_eq!(commands, &expected, "{text}");
+    }
+
+    #[test]
+    fn a_tight_budget_shortens_the_current_work_before_dropping_the_next_step() {
+        let facts = Facts {
+            last_assistant_text: Some(format!("The failing test reads a stale cache. {}", "More detail. ".repeat(45))),
+            next_step: Some(format!("Next I will clear the cache in conftest.py. {}", "Then rerun. ".repeat(30))),
+            ..Facts::default()
+        };
+        let whole = handoff(&facts, None, FirstRequest::InFacts, 10_000, &Chars4);
+        let budget = 140;
+        assert!(Chars4.count_text(&whole) > budget + 100, "{whole}");
+        let text = handoff(&facts, None, FirstRequest::InFacts, budget, &Chars4);
+        assert!(Chars4.count_text(&text) <= budget, "{text}");
+        let current = &parse_sections(&text).unwrap()[CURRENT];
+        assert!(current[0].starts_with("The failing test reads a stale cache."), "{text}");
+        assert!(current.iter().any(|bullet| bullet.starts_with("Next: Next I will clear the cache")), "{text}");
     }
 
     #[test]

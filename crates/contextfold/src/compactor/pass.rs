@@ -7,7 +7,7 @@
 
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
 use super::sizing::{message_counts, smallest_workable, tail_plan, Smallest};
-use super::summarizing::holds_first_request;
+use super::summarizing::{holds_first_request, summary_budget};
 use super::{CompactConfig, CompactError, Compactor, Strategy, Undersized};
 use crate::store::{head_hash, Summary};
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};
@@ -93,9 +93,12 @@ impl<'a> Pass<'a> {
             tokens = self.clip();
         }
         if let Some(limit) = self.config.limit.filter(|&limit| tokens > limit) {
-            self.full_summary = self.shrink_summary(tokens - limit);
-            if self.full_summary.is_some() {
-                self.steps.push(Step::ShrinkSummary);
+            if let Some(full) = self.shrink_summary(tokens - limit) {
+                // A summary already shortened to its room keeps its full text from before.
+                if self.full_summary.is_none() {
+                    self.full_summary = Some(full);
+                    self.steps.push(Step::ShrinkSummary);
+                }
                 tokens = self.ledger.resync_conversation(&self.work);
             }
         }
@@ -155,9 +158,20 @@ impl<'a> Pass<'a> {
                 head.iter_mut().map(|message| redactor.redact_message(message)).sum::<usize>()
                     + previous.as_mut().map_or(0, |text| redactor.redact_string(text));
         }
-        let budget = self.summary_room(&plan);
+        // A summary squeezed by a tail that cannot be cut is written whole and then shortened
+        // to the room: the full text goes back to the caller, restored before the next fold,
+        // so the facts that did not fit this time are not lost for good.
+        let room = self.summary_room(&plan);
+        let budget = summary_budget(self.config, self.target).max(room);
         let mut text = self.summarize(&head, previous.as_deref(), &plan, budget).await;
         self.check_summary(&mut text);
+        let mut full = None;
+        if room < budget && self.counter.count_text(&text) > room {
+            let short = self.shortened(&text, room, holds_first_request(&plan.pinned));
+            let whole = std::mem::replace(&mut text, short);
+            full = (!text.trim().is_empty()).then_some(whole);
+        }
+        let budget = room;
         if text.trim().is_empty() {
             // Folding into nothing would drop the head unseen; it stays as it is.
             self.report.notes.push(format!(
@@ -171,7 +185,7 @@ impl<'a> Pass<'a> {
         self.summary = Some(Summary {
             head_hash: head_hash(previous.as_deref(), &head),
             summarizer: self.report.summarizer.clone().unwrap_or_default(),
-            text,
+            text: full.clone().unwrap_or(text),
             usage: self.report.summarizer_usage,
         });
         self.report.turns_folded =
@@ -179,6 +193,10 @@ impl<'a> Pass<'a> {
         self.report.messages_folded = head.len();
         self.work = plan.assemble(&self.work, Some(&summary));
         self.steps.push(Step::Summarize);
+        if full.is_some() {
+            self.full_summary = full;
+            self.steps.push(Step::ShrinkSummary);
+        }
         Ok(())
     }
 

@@ -19,8 +19,8 @@ pub enum Step {
     Summarize,
     /// The largest tool outputs were clipped from the middle.
     Clip,
-    /// The summary was shortened to fit the hard limit (its full text is in
-    /// [`Compacted::full_summary`]).
+    /// The summary was shortened to fit the hard limit or the room a tail that cannot be cut
+    /// leaves (its full text is in [`Compacted::full_summary`]).
     ShrinkSummary,
 }
 

@@ -88,29 +88,35 @@ impl Pass<'_> {
     /// can be cut and the request would not fit otherwise; not when even a minimal summary
     /// would leave it too big. The full summary, when it was shortened.
     pub(super) fn shrink_summary(&mut self, over: u64) -> Option<String> {
-        let first = self.work.messages.first_mut()?;
-        let split = split_summary(first)?;
-        let tokens = self.counter.count_text(&split.summary);
+        let split = split_summary(self.work.messages.first()?)?;
+        let (summary, at, first_request_pinned) =
+            (split.summary.clone(), split.pinned.len(), holds_first_request(&split.pinned));
+        let tokens = self.counter.count_text(&summary);
         let budget = tokens.saturating_sub(over + SUMMARY_FRAMING + tokens / 32);
         // When even the smallest summary would not fit, shrinking loses facts for nothing.
         if budget < MIN_SUMMARY_TOKENS {
             return None;
         }
-        // A handoff is trimmed section by section; other text is cut.
-        let request = SummaryRequest {
-            previous: Some(split.summary.clone()),
-            max_summary_tokens: budget,
-            first_request_pinned: holds_first_request(&split.pinned),
-            ..SummaryRequest::default()
-        };
-        let text = self.compactor.extractive.summarize_now(&request).text;
+        let text = self.shortened(&summary, budget, first_request_pinned);
         // A summary shortened to nothing would drop its facts from the request unseen.
         if text.trim().is_empty() {
             return None;
         }
         let text = if self.config.evict.recall_tool { with_recall_note(&text) } else { text };
-        first.content[split.pinned.len()] = summary_block(&text);
-        Some(split.summary)
+        self.work.messages.first_mut()?.content[at] = summary_block(&text);
+        Some(summary)
+    }
+
+    /// `summary` in at most `budget` tokens: a handoff is trimmed section by section, other
+    /// text is cut.
+    pub(super) fn shortened(&self, summary: &str, budget: u64, first_request_pinned: bool) -> String {
+        let request = SummaryRequest {
+            previous: Some(summary.to_string()),
+            max_summary_tokens: budget,
+            first_request_pinned,
+            ..SummaryRequest::default()
+        };
+        self.compactor.extractive.summarize_now(&request).text
     }
 
     /// The summary of `head`, from the cache, the model summarizer, or the extractive one.

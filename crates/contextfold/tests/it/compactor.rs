@@ -485,6 +485,44 @@ fn a_limit_shrinks_the_summary_so_the_request_fits() {
 }
 
 #[test]
+fn a_summary_squeezed_by_a_tail_that_cannot_be_cut_is_handed_back_whole() {
+    // Forty turns to fold, then a loop led by signed thinking that no cut may split.
+    let looped = summary_then_signed_loop();
+    let mut messages = Vec::new();
+    for i in 0..40 {
+        messages.push(Message::text(Role::User, format!("Request {i}: update module_{i} and its tests")));
+        messages.push(Message::text(Role::Assistant, format!("Done {i}.")));
+    }
+    messages.push(Message::text(Role::User, "Keep going."));
+    messages.extend(looped.messages[1..].iter().cloned());
+    let conversation = Conversation { messages, ..Conversation::default() };
+    assert!(validate(&conversation).is_empty());
+    let counter = Tokenizer::Estimate.counter();
+    let loop_tokens = count_conversation(
+        counter,
+        &Conversation { messages: looped.messages[1..].to_vec(), ..Conversation::default() },
+    );
+    let limit = loop_tokens + 300;
+    let config = CompactConfig {
+        target: Target::Budget(limit),
+        limit: Some(limit),
+        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
+        max_tool_output: ClipLimit::Off,
+        ..CompactConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let out = runtime.block_on(Compactor::default().compact(&conversation, &config)).expect("compacts");
+    assert!(out.report.tokens_after <= limit, "{} > {limit}", out.report.tokens_after);
+    let sent = split_summary(&out.conversation.messages[0]).expect("a summary").summary;
+    assert!(!sent.contains("\"Request 20: "), "the summary gave way:\n{sent}");
+    // What the room left out is not lost: the full summary, which the middleware restores
+    // before the next fold, holds every request.
+    let full = out.full_summary.expect("the full summary is handed back");
+    assert!((1..40).all(|i| full.contains(&format!("Request {i}: update module_{i}"))), "{full}");
+    assert!(out.report.strategy_used.contains(Step::ShrinkSummary), "{}", out.report.strategy_used);
+}
+
+#[test]
 fn a_summary_shortened_to_fit_is_restored_whole() {
     use contextfold::compactor::restore_summary;
     let mut conversation = summary_then_signed_loop();
