@@ -1,23 +1,24 @@
 //! Exact BPE counts with OpenAI's `o200k_base` and `cl100k_base` vocabularies.
 //!
-//! Design choice: the encoder is `bpe-openai`, whose tables are built when the crate is
-//! compiled, so a vocabulary is ready after a deserialization of a few milliseconds instead
-//! of the hundred or more that building one from its token list takes; it runs only when a
-//! count is first asked for, once per process. Its pre-tokenizer is a linear-time regex,
-//! so no input (a run of a million spaces included) can make it fail. Counts follow
-//! `encode_ordinary`: text that looks like a special token (`<|endoftext|>`) counts as
-//! ordinary text, as it would in a user's message; they are the same as tiktoken's on every
-//! line of the reference fixtures.
+//! Design choice: `o200k_base`, the default, is counted by our own encoder over tables laid
+//! out at compile time and read in place ([`vocabulary`](super::vocabulary), [`split`],
+//! [`merge`](super::merge)), so a process counts its first text as fast as its last: no
+//! vocabulary to load, no regex to build. `cl100k_base` is counted by `bpe-openai`, whose
+//! vocabulary is deserialized on first use. Counts follow `encode_ordinary`:
+//! text that looks like a special token (`<|endoftext|>`) counts as ordinary text, as it
+//! would in a user's message; they are the same as tiktoken's on every line of the
+//! reference fixtures. Both pre-tokenizers run in linear time, so no input (a run of a
+//! million spaces included) can make them fail.
 //!
 //! Text is counted a pre-tokenizer piece at a time, and the count of each short piece is
 //! remembered per thread ([`PieceCounts`]): agent sessions repeat the same words, paths and
-//! punctuation so often that most pieces are a lookup instead of an encoding (which also
-//! allocates twice per piece).
+//! punctuation so often that most pieces are a lookup instead of an encoding.
 
-use super::TokenCounter;
+use super::merge::Merger;
+use super::vocabulary::O200K;
+use super::{split, TokenCounter};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::thread::LocalKey;
 use xxhash_rust::xxh3::Xxh3Builder;
 
 /// Pieces longer than this are encoded every time: they are rare, and keeping them would
@@ -34,34 +35,28 @@ struct PieceCounts {
     counts: HashMap<Box<str>, u32, Xxh3Builder>,
 }
 
-thread_local! {
-    static O200K_PIECES: RefCell<PieceCounts> = RefCell::default();
-    static CL100K_PIECES: RefCell<PieceCounts> = RefCell::default();
+impl PieceCounts {
+    /// The count of `piece`, looked up when it is short (and added on a miss), else `encode`d.
+    fn count(&mut self, piece: &str, encode: impl FnOnce(&str) -> usize) -> u64 {
+        if piece.len() > MAX_PIECE_BYTES {
+            return encode(piece) as u64;
+        }
+        if let Some(&count) = self.counts.get(piece) {
+            return u64::from(count);
+        }
+        let count = encode(piece);
+        if self.counts.len() >= MAX_PIECES {
+            self.counts.clear();
+        }
+        // A piece of at most MAX_PIECE_BYTES bytes has at most that many tokens.
+        self.counts.insert(piece.into(), count as u32);
+        count as u64
+    }
 }
 
-/// The count of `text` with `tokenizer`: the sum over its pieces, the short ones looked up
-/// in `pieces` (and added to it on a miss). The same as `tokenizer.count(text)`.
-fn count(tokenizer: &bpe_openai::Tokenizer, pieces: &'static LocalKey<RefCell<PieceCounts>>, text: &str) -> u64 {
-    pieces.with_borrow_mut(|pieces| {
-        tokenizer
-            .split(text)
-            .map(|piece| {
-                if piece.len() > MAX_PIECE_BYTES {
-                    return tokenizer.bpe.count(piece.as_bytes()) as u64;
-                }
-                if let Some(&count) = pieces.counts.get(piece) {
-                    return u64::from(count);
-                }
-                let count = tokenizer.bpe.count(piece.as_bytes());
-                if pieces.counts.len() >= MAX_PIECES {
-                    pieces.counts.clear();
-                }
-                // A piece of at most MAX_PIECE_BYTES bytes has at most that many tokens.
-                pieces.counts.insert(piece.into(), count as u32);
-                count as u64
-            })
-            .sum()
-    })
+thread_local! {
+    static O200K_STATE: RefCell<(PieceCounts, Merger)> = RefCell::default();
+    static CL100K_PIECES: RefCell<PieceCounts> = RefCell::default();
 }
 
 /// Exact token counts with the `o200k_base` vocabulary (GPT-4o, o-series and later).
@@ -78,7 +73,9 @@ impl TokenCounter for O200k {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        count(bpe_openai::o200k_base(), &O200K_PIECES, text)
+        O200K_STATE.with_borrow_mut(|(pieces, merger)| {
+            split::pieces(text).map(|piece| pieces.count(piece, |piece| merger.count(&O200K, piece.as_bytes()))).sum()
+        })
     }
 }
 
@@ -88,7 +85,10 @@ impl TokenCounter for Cl100k {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        count(bpe_openai::cl100k_base(), &CL100K_PIECES, text)
+        let tokenizer = bpe_openai::cl100k_base();
+        CL100K_PIECES.with_borrow_mut(|pieces| {
+            tokenizer.split(text).map(|piece| pieces.count(piece, |piece| tokenizer.bpe.count(piece.as_bytes()))).sum()
+        })
     }
 }
 

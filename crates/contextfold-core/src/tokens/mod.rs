@@ -32,7 +32,13 @@ mod estimate;
 mod ledger;
 mod media;
 mod memo;
+#[cfg(feature = "bpe")]
+mod merge;
 mod pieces;
+#[cfg(feature = "bpe")]
+mod split;
+#[cfg(feature = "bpe")]
+mod vocabulary;
 
 #[cfg(feature = "bpe")]
 pub use bpe::{Cl100k, O200k};

@@ -1,0 +1,102 @@
+//! tiktoken's byte-pair merge, counting only: how many tokens one pre-tokenizer piece
+//! becomes.
+//!
+//! Design choice: the rule is tiktoken's (a piece that is a token is one token; otherwise
+//! start from single bytes and merge, again and again, the adjacent pair whose joined bytes
+//! have the lowest rank, the leftmost of equals), but the lowest pair comes from a binary
+//! heap over a linked list of parts instead of a scan of them all, so a piece of `n` bytes
+//! costs O(n log n), never O(n²): one piece can be a whole file's worth of letters. Stale
+//! heap entries are skipped when popped: a part's pair only ever grows to longer bytes, so
+//! a (rank, part) entry is current exactly when that part's pair still has that rank.
+
+use super::vocabulary::Vocabulary;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// No pair: the part is the last, or it was merged into the part before it, or its pair's
+/// bytes are no token.
+const NONE: u32 = u32::MAX;
+
+/// Buffers reused from one piece to the next, so that counting allocates only when a piece
+/// is longer than any before it.
+#[derive(Default)]
+pub(super) struct Merger {
+    heap: BinaryHeap<Reverse<(u32, usize)>>,
+    /// Per byte position: the start of the next part, for the start of a part.
+    next: Vec<usize>,
+    /// Per byte position: the start of the previous part, for the start of a part.
+    prev: Vec<usize>,
+    /// Per byte position: the rank of the part starting there joined with the next one.
+    pair: Vec<u32>,
+}
+
+impl Merger {
+    /// The number of tokens `piece` encodes to with `vocabulary`.
+    pub(super) fn count(&mut self, vocabulary: &Vocabulary, piece: &[u8]) -> usize {
+        if piece.len() <= 1 || vocabulary.rank(piece).is_some() {
+            return piece.len().min(1);
+        }
+        let len = piece.len();
+        let rank = |from: usize, to: usize| vocabulary.rank(&piece[from..to]).unwrap_or(NONE);
+        self.heap.clear();
+        self.next.clear();
+        self.next.extend(1..=len);
+        self.prev.clear();
+        self.prev.extend((0..len).map(|at| at.wrapping_sub(1)));
+        self.pair.clear();
+        self.pair.extend((0..len).map(|at| if at + 2 <= len { rank(at, at + 2) } else { NONE }));
+        let pairs = self.pair.iter().enumerate().filter(|&(_, &rank)| rank != NONE);
+        self.heap.extend(pairs.map(|(at, &rank)| Reverse((rank, at))));
+        let mut parts = len;
+        while let Some(Reverse((pair_rank, left))) = self.heap.pop() {
+            if self.pair[left] != pair_rank {
+                continue;
+            }
+            // Join `left` and the part after it, `right`; `after` starts the part after both.
+            let right = self.next[left];
+            let after = self.next[right];
+            self.next[left] = after;
+            self.pair[right] = NONE;
+            if after < len {
+                self.prev[after] = left;
+            }
+            parts -= 1;
+            self.pair[left] = if after < len { rank(left, self.next[after]) } else { NONE };
+            self.push(left);
+            if left > 0 {
+                let before = self.prev[left];
+                self.pair[before] = rank(before, after);
+                self.push(before);
+            }
+        }
+        parts
+    }
+
+    fn push(&mut self, at: usize) {
+        let rank = self.pair[at];
+        if rank != NONE {
+            self.heap.push(Reverse((rank, at)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::vocabulary::O200K;
+    use super::*;
+
+    #[test]
+    fn counts_as_tiktoken_merges() {
+        let reference = &bpe_openai::o200k_base().bpe;
+        let mut merger = Merger::default();
+        for piece in ["", "a", " the", "Hello", "antidisestablishmentarianism", " 🦀🦀🦀", "\u{301}\u{301}\u{301}"]
+        {
+            assert_eq!(merger.count(&O200K, piece.as_bytes()), reference.count(piece.as_bytes()), "{piece:?}");
+        }
+        // One piece of many repeated bytes: pairs of equal rank merge leftmost first.
+        for len in [2, 3, 7, 64, 1000] {
+            let piece = "a".repeat(len);
+            assert_eq!(merger.count(&O200K, piece.as_bytes()), reference.count(piece.as_bytes()), "{len} a's");
+        }
+    }
+}
