@@ -32,6 +32,7 @@ mod bpe {
     pub fn write_all() {
         let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
         write_vocabulary(&out, "o200k_base", &bpe_openai::o200k_base().bpe);
+        write_vocabulary(&out, "cl100k_base", &bpe_openai::cl100k_base().bpe);
         write_classes(&out.join("classes.rs"));
     }
 

@@ -82,21 +82,22 @@ impl Merger {
 
 #[cfg(test)]
 mod tests {
-    use super::super::vocabulary::O200K;
+    use super::super::vocabulary::{CL100K, O200K};
     use super::*;
 
     #[test]
     fn counts_as_tiktoken_merges() {
-        let reference = &bpe_openai::o200k_base().bpe;
         let mut merger = Merger::default();
-        for piece in ["", "a", " the", "Hello", "antidisestablishmentarianism", " 🦀🦀🦀", "\u{301}\u{301}\u{301}"]
-        {
-            assert_eq!(merger.count(&O200K, piece.as_bytes()), reference.count(piece.as_bytes()), "{piece:?}");
-        }
-        // One piece of many repeated bytes: pairs of equal rank merge leftmost first.
-        for len in [2, 3, 7, 64, 1000] {
-            let piece = "a".repeat(len);
-            assert_eq!(merger.count(&O200K, piece.as_bytes()), reference.count(piece.as_bytes()), "{len} a's");
+        for (vocabulary, reference) in [(&O200K, bpe_openai::o200k_base()), (&CL100K, bpe_openai::cl100k_base())] {
+            let reference = &reference.bpe;
+            for piece in ["", "a", " the", "Hello", "antidisestablishmentarianism", " 🦀🦀🦀", "\u{301}\u{301}"] {
+                assert_eq!(merger.count(vocabulary, piece.as_bytes()), reference.count(piece.as_bytes()), "{piece:?}");
+            }
+            // One piece of many repeated bytes: pairs of equal rank merge leftmost first.
+            for len in [2, 3, 7, 64, 1000] {
+                let piece = "a".repeat(len);
+                assert_eq!(merger.count(vocabulary, piece.as_bytes()), reference.count(piece.as_bytes()), "{len} a's");
+            }
         }
     }
 }

@@ -145,13 +145,6 @@ impl Tokenizer {
         Arc::new(self.counter())
     }
 
-    /// Loads this tokenizer's vocabulary now rather than at its first count (a no-op for
-    /// counters without one), so that a program can load it on another thread while it
-    /// reads its input.
-    pub fn warm_up(self) {
-        self.counter().count_text("");
-    }
-
     /// The counter behind a [`Memoized`] cache shared for the life of the program, for
     /// callers that count the same texts many times (replay, a long-running proxy). Counts
     /// are the same as [`counter`](Tokenizer::counter)'s. Chars4 is returned bare: it is

@@ -1,17 +1,29 @@
-//! `o200k_base`'s pre-tokenizer, exactly: text into the pieces that BPE encodes one by one.
+//! The pre-tokenizers of `o200k_base` and `cl100k_base`, exactly: text into the pieces
+//! that BPE encodes one by one.
 //!
-//! Design choice: the split pattern is matched by hand, one alternative after another in
+//! Design choice: each split pattern is matched by hand, one alternative after another in
 //! the pattern's order with the choices its backtracking would make, instead of by a regex:
 //! building the reference regex costs about 6 ms at start-up and splitting with it about
 //! 25 ns a byte, where this needs nothing built and walks ASCII text a byte at a time. The
 //! Unicode classes come from regex-syntax's tables, laid out by the build script; tests
-//! compare every piece with the reference regex's. The pattern, for reference:
+//! compare every piece with the reference regexes'. The patterns, for reference:
 //!
 //! ```text
-//! [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
-//! |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
-//! |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//! o200k:  [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//!        |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//!        |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//! cl100k: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+
+//!        |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //! ```
+
+/// Which vocabulary's split pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pattern {
+    /// `o200k_base`'s: words split before an upper-case run, contractions kept with them.
+    O200k,
+    /// `cl100k_base`'s: letter runs, contractions on their own.
+    Cl100k,
+}
 
 /// A character's class, as the pattern tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,14 +81,18 @@ fn class(c: char) -> Class {
     }
 }
 
-/// The pieces of `text`, in order; they join back into `text`.
-pub(super) fn pieces(text: &str) -> impl Iterator<Item = &str> {
+/// The pieces of `text` under `pattern`, in order; they join back into `text`.
+pub(super) fn pieces(pattern: Pattern, text: &str) -> impl Iterator<Item = &str> {
     let mut start = 0;
     std::iter::from_fn(move || {
         if start >= text.len() {
             return None;
         }
-        let end = Cursor { text }.piece_end(start);
+        let cursor = Cursor { text };
+        let end = match pattern {
+            Pattern::O200k => cursor.o200k_piece_end(start),
+            Pattern::Cl100k => cursor.cl100k_piece_end(start),
+        };
         let piece = text.get(start..end)?;
         start = end;
         Some(piece)
@@ -112,24 +128,48 @@ impl Cursor<'_> {
         at
     }
 
-    /// The end of the piece that starts at `start` (< the text's length): the first
-    /// alternative of the pattern that matches there.
-    fn piece_end(self, start: usize) -> usize {
-        let Some((first, first_class, after_first)) = self.at(start) else { return self.text.len() };
-        // `[^\r\n\p{L}\p{N}]?`, taken first when it can be.
-        let prefixed =
-            (matches!(first_class, Class::Mark | Class::Space | Class::Other) && first != '\r' && first != '\n')
-                .then_some(after_first);
+    /// The position after `[^\r\n\p{L}\p{N}]` at `start`, if that matches there.
+    fn after_prefix(self, start: usize) -> Option<usize> {
+        let (c, class, next) = self.at(start)?;
+        (matches!(class, Class::Mark | Class::Space | Class::Other) && c != '\r' && c != '\n').then_some(next)
+    }
+
+    /// The end of the `o200k` piece that starts at `start` (< the text's length): the first
+    /// alternative of the pattern that matches there. The optional prefix is taken first.
+    fn o200k_piece_end(self, start: usize) -> usize {
+        let prefixed = self.after_prefix(start);
         let word = prefixed
             .and_then(|at| self.lower_tail(at))
             .or_else(|| self.lower_tail(start))
             .or_else(|| prefixed.and_then(|at| self.upper_head(at)))
             .or_else(|| self.upper_head(start));
-        if let Some(end) = word {
-            return self.contraction_end(end);
+        match word {
+            Some(end) => self.contraction_end(end),
+            None => self.rest_end(start, &['\r', '\n', '/']),
         }
+    }
+
+    /// The end of the `cl100k` piece that starts at `start` (< the text's length).
+    fn cl100k_piece_end(self, start: usize) -> usize {
+        let contraction = self.contraction_end(start);
+        if contraction > start {
+            return contraction;
+        }
+        let letters = |at: usize| {
+            let end = self.run(at, |class| matches!(class, Class::Upper | Class::Lower | Class::Caseless));
+            (end > at).then_some(end)
+        };
+        match self.after_prefix(start).and_then(letters).or_else(|| letters(start)) {
+            Some(end) => end,
+            None => self.rest_end(start, &['\r', '\n']),
+        }
+    }
+
+    /// The alternatives both patterns share, after the words:
+    /// `\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[<after_punctuation>]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+    fn rest_end(self, start: usize, after_punctuation: &[char]) -> usize {
+        let Some((first, first_class, after_first)) = self.at(start) else { return self.text.len() };
         match first_class {
-            // `\p{N}{1,3}`
             Class::Number => {
                 let mut end = after_first;
                 for _ in 0..2 {
@@ -140,10 +180,9 @@ impl Cursor<'_> {
                 }
                 end
             }
-            // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-            Class::Mark | Class::Other => self.punctuation_end(after_first),
+            Class::Mark | Class::Other => self.punctuation_end(after_first, after_punctuation),
             _ if first == ' ' && matches!(self.at(after_first), Some((_, Class::Mark | Class::Other, _))) => {
-                self.punctuation_end(after_first)
+                self.punctuation_end(after_first, after_punctuation)
             }
             _ => self.space_end(start),
         }
@@ -187,11 +226,13 @@ impl Cursor<'_> {
         }
     }
 
-    /// `[^\s\p{L}\p{N}]+[\r\n/]*` whose first character ends at `at`.
-    fn punctuation_end(self, at: usize) -> usize {
-        let end = self.run(at, |class| matches!(class, Class::Mark | Class::Other));
-        let mut end = end;
-        while let Some(('\r' | '\n' | '/', _, next)) = self.at(end) {
+    /// `[^\s\p{L}\p{N}]+[<after>]*` whose first character ends at `at`.
+    fn punctuation_end(self, at: usize, after: &[char]) -> usize {
+        let mut end = self.run(at, |class| matches!(class, Class::Mark | Class::Other));
+        while let Some((c, _, next)) = self.at(end) {
+            if !after.contains(&c) {
+                break;
+            }
             end = next;
         }
         end
@@ -236,7 +277,11 @@ mod tests {
     use super::*;
 
     fn split(text: &str) -> Vec<&str> {
-        pieces(text).collect()
+        pieces(Pattern::O200k, text).collect()
+    }
+
+    fn split_cl100k(text: &str) -> Vec<&str> {
+        pieces(Pattern::Cl100k, text).collect()
     }
 
     #[test]
@@ -249,6 +294,8 @@ mod tests {
         assert_eq!(split("DON'T we'LL"), ["DON'T", " we'LL"]);
         assert_eq!(split("it\u{17f}'\u{17f}"), ["it\u{17f}'\u{17f}"]);
         assert_eq!(split(""), Vec::<&str>::new());
+        assert_eq!(split_cl100k("HTTPServer's  URL\n\n  x"), ["HTTPServer", "'s", " ", " URL", "\n\n", " ", " x"]);
+        assert_eq!(split_cl100k("x;\n}\n/// e\u{301}"), ["x", ";\n", "}\n", "///", " e", "\u{301}"]);
     }
 
     /// Text from the characters the pattern tells apart, in runs: letters of every class and
@@ -280,12 +327,16 @@ mod tests {
         fn pieces_are_the_reference_regexs(text in tricky_text()) {
             let reference: Vec<&str> = bpe_openai::o200k_base().split(&text).collect();
             proptest::prop_assert_eq!(split(&text), reference);
+            let reference: Vec<&str> = bpe_openai::cl100k_base().split(&text).collect();
+            proptest::prop_assert_eq!(split_cl100k(&text), reference);
         }
 
         #[test]
         fn pieces_of_any_text_are_the_reference_regexs(text in "\\PC{0,40}") {
             let reference: Vec<&str> = bpe_openai::o200k_base().split(&text).collect();
             proptest::prop_assert_eq!(split(&text), reference);
+            let reference: Vec<&str> = bpe_openai::cl100k_base().split(&text).collect();
+            proptest::prop_assert_eq!(split_cl100k(&text), reference);
         }
     }
 

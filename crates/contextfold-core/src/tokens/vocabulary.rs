@@ -30,6 +30,13 @@ pub(super) static O200K: Vocabulary = Vocabulary::new(
     include_bytes!(concat!(env!("OUT_DIR"), "/o200k_base.slots")),
 );
 
+/// OpenAI's `cl100k_base` (GPT-4, GPT-3.5).
+pub(super) static CL100K: Vocabulary = Vocabulary::new(
+    include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_base.offsets")),
+    include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_base.bytes")),
+    include_bytes!(concat!(env!("OUT_DIR"), "/cl100k_base.slots")),
+);
+
 impl Vocabulary {
     /// Panics (at compile time, for a `static`) on tables that are not laid out as the build
     /// script writes them.
@@ -91,18 +98,21 @@ mod tests {
 
     #[test]
     fn every_token_is_found_at_its_rank() {
-        assert_eq!(O200K.len(), 199_998);
-        for rank in 0..O200K.len() as u32 {
-            assert_eq!(O200K.rank(O200K.token(rank)), Some(rank), "{:?}", O200K.token(rank));
+        for (vocabulary, tokens) in [(&O200K, 199_998), (&CL100K, 100_256)] {
+            assert_eq!(vocabulary.len(), tokens);
+            for rank in 0..vocabulary.len() as u32 {
+                assert_eq!(vocabulary.rank(vocabulary.token(rank)), Some(rank), "{:?}", vocabulary.token(rank));
+            }
         }
     }
 
     #[test]
     fn ranks_are_bpe_openais_token_ids() {
-        let reference = &bpe_openai::o200k_base().bpe;
-        assert_eq!(reference.num_tokens(), O200K.len());
-        for rank in (0..O200K.len() as u32).step_by(97) {
-            assert_eq!(O200K.token(rank), reference.token_bytes(rank));
+        for (vocabulary, reference) in [(&O200K, bpe_openai::o200k_base()), (&CL100K, bpe_openai::cl100k_base())] {
+            assert_eq!(reference.bpe.num_tokens(), vocabulary.len());
+            for rank in (0..vocabulary.len() as u32).step_by(97) {
+                assert_eq!(vocabulary.token(rank), reference.bpe.token_bytes(rank));
+            }
         }
     }
 
@@ -113,6 +123,6 @@ mod tests {
         assert_eq!(O200K.rank(&[0xff, 0xfe, 0xfd, 0xfc]), None);
         assert!(O200K.token(u32::MAX).is_empty());
         // All 256 single bytes are tokens: every piece can be encoded.
-        assert!((0..=255u8).all(|byte| O200K.rank(&[byte]).is_some()));
+        assert!((0..=255u8).all(|byte| O200K.rank(&[byte]).is_some() && CL100K.rank(&[byte]).is_some()));
     }
 }
