@@ -21,7 +21,8 @@
 //!   conversations at once.
 //!
 //! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
-//! the latency alone, or `-- stores` for the stores alone. Everything runs in this process on 127.0.0.1: the client, the
+//! the latency alone, `-- stores` for the stores alone, or `-- profile` for next calls
+//! through the proxy alone (to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
@@ -79,6 +80,10 @@ fn main() {
         println!("contextfold serve benchmark ({} cores)", std::thread::available_parallelism().map_or(1, |n| n.get()));
         if std::env::args().any(|arg| arg == "stores") {
             stores(&upstream).await;
+            return;
+        }
+        if std::env::args().any(|arg| arg == "profile") {
+            profile(&upstream).await;
             return;
         }
         latency(&upstream).await;
@@ -275,6 +280,20 @@ async fn latency(upstream: &str) {
     report("next call (2 new messages), whole answer", &mut next_direct, &mut next);
     report("next call, streamed: first byte", &mut first_byte_direct, &mut first_byte);
     report("first call of a new conversation", &mut cold_direct, &mut cold);
+}
+
+/// Next calls alone, for a profiler (`-- profile`): each conversation's first call, then 200
+/// calls through the proxy, each two messages longer, from 600 messages on.
+async fn profile(upstream: &str) {
+    let proxy = proxy(upstream, None).await;
+    let client = client();
+    let started = Instant::now();
+    for id in 0..10 {
+        for count in (MESSAGES..MESSAGES + 400).step_by(2) {
+            call(&client, &proxy, id, body(id, count, false), false).await;
+        }
+    }
+    println!("profile: 2,000 calls in {:.1} s", started.elapsed().as_secs_f64());
 }
 
 async fn throughput(upstream: &str, window: Option<u64>, what: &str) {

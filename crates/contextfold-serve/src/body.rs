@@ -5,12 +5,21 @@
 //! back. The raw text of each field is a slice of the body, which tells where the list
 //! starts and ends: a compacted body is the client's bytes with only that span replaced
 //! ([`RequestBody::splice`]).
+//!
+//! A body is first split by structure ([`crate::split`]), its fields checked by the parser and
+//! its entries left [`Unchecked`]: the caller checks the entries it has not seen before (a
+//! conversation's next request repeats the last one's byte for byte), and a body whose
+//! split or check fails is read again by the full parser, so that it is refused as it would
+//! have been without the shortcut, with the same error.
 
+use crate::known::KnownList;
+use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a request body cannot be read (the proxy answers 400 and forwards nothing).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +60,8 @@ pub struct RequestBody<'a> {
     text: &'a str,
     /// Every top-level field but the list.
     fields: Vec<(String, &'a RawValue)>,
-    messages: Vec<&'a RawValue>,
+    /// The list's entries, each valid JSON.
+    messages: Vec<&'a str>,
     /// Where the list lies in the body, in bytes.
     span: (usize, usize),
 }
@@ -63,10 +73,17 @@ impl<'a> RequestBody<'a> {
         RequestBody::parse_list(bytes, "messages")
     }
 
-    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array. The body
-    /// is read in one pass, the list's entries split out as it goes.
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array, every byte
+    /// checked by the parser. The body is read in one pass, the list's entries split out as
+    /// it goes.
+    #[cfg(test)]
     pub fn parse_list(bytes: &'a [u8], list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        RequestBody::parse_text(text, list)
+    }
+
+    /// [`RequestBody::parse_list`] of text, every byte of it checked by the parser.
+    fn parse_text(text: &'a str, list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let trimmed = text.trim_start();
         if !trimmed.starts_with('{') {
             // Still report malformed JSON as such.
@@ -83,6 +100,7 @@ impl<'a> RequestBody<'a> {
             (Some(_), false) => return Err(BodyError::List(list, "appears twice")),
             (Some(None), true) => return Err(BodyError::List(list, "must be an array")),
         };
+        let messages: Vec<&str> = messages.into_iter().map(RawValue::get).collect();
         let span = span(text, &messages).unwrap_or_else(|| empty_span(text, list));
         Ok(RequestBody { text, fields, messages, span })
     }
@@ -103,14 +121,26 @@ impl<'a> RequestBody<'a> {
     }
 
     /// The raw text of each message (each entry of the list), in order.
-    pub fn raw_messages(&self) -> &[&'a RawValue] {
+    pub fn raw_messages(&self) -> &[&'a str] {
         &self.messages
     }
 
     /// The entries of the list as values.
     pub fn entries(&self) -> Vec<Value> {
-        // The text was parsed once already; it is valid JSON.
-        self.messages.iter().map(|raw| serde_json::from_str(raw.get()).unwrap_or(Value::Null)).collect()
+        // Every entry was checked; it is valid JSON.
+        self.messages.iter().map(|raw| serde_json::from_str(raw).unwrap_or(Value::Null)).collect()
+    }
+
+    /// The list as a [`KnownList`] kept in `bytes` (the body's own bytes), for the next
+    /// request that repeats it; `None` for an empty list or other bytes.
+    pub fn known_list(&self, bytes: &Bytes) -> Option<KnownList> {
+        if bytes.as_ptr() != self.text.as_ptr() || self.messages.is_empty() {
+            return None;
+        }
+        let (start, _) = self.span;
+        let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
+        let spans = self.messages.iter().map(|entry| (from_start(entry), from_start(entry) + entry.len())).collect();
+        Some(KnownList::new(bytes.clone(), start, spans))
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -124,14 +154,109 @@ impl<'a> RequestBody<'a> {
     }
 }
 
+/// A body split by structure: its fields checked, its list's entries not yet (see the module
+/// doc). [`Unchecked::check`] or [`Unchecked::check_from`] makes it a [`RequestBody`].
+#[derive(Debug)]
+pub struct Unchecked<'a> {
+    body: RequestBody<'a>,
+    list: &'static str,
+    /// Whether the full parser read the body, which checked every entry.
+    checked: bool,
+    /// How many of the first entries are byte for byte those of a list checked before.
+    known: usize,
+}
+
+impl<'a> Unchecked<'a> {
+    /// Reads `bytes`: a JSON object whose field `list` (exactly one) is an array, its entries
+    /// split out but not checked. `known` gives the list checked before that starts with the
+    /// same entry, whose shared entries are neither scanned nor checked again. A body the
+    /// split cannot read is read by the full parser.
+    pub fn read(
+        bytes: &'a [u8],
+        list: &'static str,
+        known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+    ) -> Result<Unchecked<'a>, BodyError> {
+        let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        if let Some((body, known)) = split(text, list, known) {
+            return Ok(Unchecked { body, list, checked: false, known });
+        }
+        RequestBody::parse_text(text, list).map(|body| Unchecked { body, list, checked: true, known: 0 })
+    }
+
+    /// The text of each entry of the list, in order; not checked to be JSON.
+    pub fn entries(&self) -> &[&'a str] {
+        &self.body.messages
+    }
+
+    /// Whether the client asked for a stream (`"stream": true`).
+    pub fn streams(&self) -> bool {
+        self.body.streams()
+    }
+
+    /// The field `key` as a value, when present and valid.
+    pub fn value(&self, key: &str) -> Option<Value> {
+        self.body.value(key)
+    }
+
+    /// The body, every entry checked.
+    pub fn check(self) -> Result<RequestBody<'a>, BodyError> {
+        self.check_from(0)
+    }
+
+    /// The body, its entries from `index` on checked: the caller has read the ones before
+    /// it as JSON (or knows their text to be one it read before).
+    pub fn check_from(self, index: usize) -> Result<RequestBody<'a>, BodyError> {
+        self.checked_from(index)?;
+        Ok(self.body)
+    }
+
+    /// Checks the entries from `index` on; the full parser's error when one is not JSON.
+    pub fn checked_from(&self, index: usize) -> Result<(), BodyError> {
+        let mut rest = self.body.messages.iter().skip(index.max(self.known));
+        if self.checked || rest.all(|entry| serde_json::from_str::<IgnoredAny>(entry).is_ok()) {
+            return Ok(());
+        }
+        Err(self.refusal().unwrap_or(BodyError::NotAnObject(self.list)))
+    }
+
+    /// Why the body is refused, read by the full parser; `None` when the parser reads it
+    /// (an entry the caller could not read is JSON after all).
+    pub fn refusal(&self) -> Option<BodyError> {
+        RequestBody::parse_text(self.body.text, self.list).err()
+    }
+}
+
+/// `text` read by structure (see [`Unchecked`]): `None` unless it is an object whose
+/// fields are valid JSON and whose `list` is one array, which the full parser is left to
+/// refuse with its error.
+fn split<'a>(
+    text: &'a str,
+    list: &str,
+    known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+) -> Option<(RequestBody<'a>, usize)> {
+    let object = crate::split::object_with_list(text, list, known)?;
+    let mut fields = Vec::with_capacity(object.fields.len());
+    for field in object.fields {
+        let key: String = serde_json::from_str(field.key).ok()?;
+        if key == list {
+            // The list's name written with escapes: the parser reads such a body.
+            return None;
+        }
+        fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
+    }
+    let start = object.list.as_ptr() as usize - text.as_ptr() as usize;
+    let body = RequestBody { text, fields, messages: object.entries, span: (start, start + object.list.len()) };
+    Some((body, object.known))
+}
+
 /// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
 /// after the last (entries are slices of `text`, so their offsets are the distances between
 /// the pointers). `None` for an empty list.
-fn span(text: &str, entries: &[&RawValue]) -> Option<(usize, usize)> {
-    let offset = |raw: &RawValue| raw.get().as_ptr() as usize - text.as_ptr() as usize;
+fn span(text: &str, entries: &[&str]) -> Option<(usize, usize)> {
+    let offset = |raw: &str| raw.as_ptr() as usize - text.as_ptr() as usize;
     let (first, last) = (entries.first()?, entries.last()?);
     let start = text[..offset(first)].trim_end().len().checked_sub(1)?;
-    let after = offset(last) + last.get().len();
+    let after = offset(last) + last.len();
     let end = text.len() - text[after..].trim_start().len() + 1;
     (text.as_bytes().get(start) == Some(&b'[') && text.as_bytes().get(end - 1) == Some(&b']')).then_some((start, end))
 }
@@ -265,6 +390,9 @@ mod tests {
             "messages" : [ {"role":"user","content":"hi"} ] , "x": 1.50e3 }"#;
         let parsed = RequestBody::parse(body).unwrap();
         assert_eq!(parsed.raw_messages().len(), 1);
+        let split = Unchecked::read(body, "messages", |_| None).unwrap();
+        assert!(!split.checked, "split by structure, not by the parser");
+        assert_eq!(split.check().unwrap().span, parsed.span);
         assert_eq!(parsed.raw("system"), Some(r#"[{"type":"text","text":"caf\u00e9"}]"#));
         let spliced = parsed.splice("[]");
         assert_eq!(
@@ -272,6 +400,26 @@ mod tests {
             r#"{ "model" :"m",  "system":[{"type":"text","text":"caf\u00e9"}],
             "messages" : [] , "x": 1.50e3 }"#
         );
+    }
+
+    #[test]
+    fn a_grown_list_is_scanned_from_its_last_known_entry() {
+        let message = |n: usize| format!("{{\"role\":\"user\",\"content\":\"{n} \\\"q\\\" [x]\"}}");
+        let body = |count: usize| {
+            let messages: Vec<String> = (0..count).map(message).collect();
+            Bytes::from(format!("{{\"model\":\"m\",\"messages\":[{}],\"stream\":true}}", messages.join(", ")))
+        };
+        let before = body(5);
+        let known = RequestBody::parse_list(&before, "messages").unwrap().known_list(&before).map(Arc::new);
+        let after = body(7);
+        let split = Unchecked::read(&after, "messages", |first| {
+            assert_eq!(first, message(0));
+            known.clone()
+        })
+        .unwrap();
+        assert_eq!(split.known, 4, "the last known entry is scanned again: the list ended after it");
+        let expected = RequestBody::parse_list(&after, "messages").unwrap();
+        assert_eq!(split.check().unwrap().raw_messages(), expected.raw_messages());
     }
 
     #[test]
@@ -311,6 +459,7 @@ mod tests {
                 "[a-z\\u00e9 ]{0,8}".prop_map(|text| serde_json::to_string(&text).unwrap()),
                 Just("\"\\u00e9\\n\\/\"".to_string()),
                 Just("1.50e3".to_string()),
+                Just(r#""]}[{,\\\"""#.to_string()),
             ];
             leaf.prop_recursive(3, 24, 4, |inner| {
                 prop_oneof![
@@ -340,11 +489,16 @@ mod tests {
                 })
         }
 
+        /// What a read body holds (its fields, entries and list span), to compare two reads.
+        fn seen(body: &RequestBody<'_>) -> String {
+            format!("{:?} {:?} {:?}", body.fields, body.messages, body.span)
+        }
+
         proptest! {
             #[test]
             fn splicing_changes_messages_and_nothing_else(body in body()) {
                 let parsed = RequestBody::parse(body.as_bytes()).unwrap();
-                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(raw.get())));
+                let same = join_messages(parsed.raw_messages().iter().map(|raw| std::borrow::Cow::Borrowed(*raw)));
                 let original: Value = serde_json::from_str(&body).unwrap();
                 let respliced: Value = serde_json::from_str(&parsed.splice(&same)).unwrap();
                 prop_assert_eq!(respliced, original.clone());
@@ -359,9 +513,53 @@ mod tests {
                 prop_assert_eq!(&spliced[spliced.len() - (body.len() - end)..], &body[end..]);
             }
 
+            /// Split by structure and checked, a body reads as the full parser reads it, or is
+            /// refused with the parser's error, also when a byte of it is changed.
+            #[test]
+            fn the_split_reads_what_the_parser_reads(
+                body in body(),
+                at in any::<prop::sample::Index>(),
+                byte in prop::sample::select(b"{}[]\",:\\ 0an\x01\xc3".to_vec()),
+            ) {
+                let mut changed = body.clone().into_bytes();
+                let at = at.index(changed.len());
+                changed[at] = byte;
+                for bytes in [body.as_bytes(), &changed] {
+                    let parser = RequestBody::parse_list(bytes, "messages");
+                    let split = Unchecked::read(bytes, "messages", |_| None).and_then(Unchecked::check);
+                    prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
+                }
+            }
+
+            /// A list read before changes nothing that is read, whatever the next body is: the
+            /// same list grown, or changed anywhere (a byte of it, or of the rest of the body).
+            #[test]
+            fn a_known_list_changes_nothing_that_is_read(
+                body in body(),
+                more in prop::collection::vec(value(), 0..3),
+                at in any::<prop::sample::Index>(),
+                byte in prop::sample::select(b"{}[]\",:\\ 0an\x01\xc3".to_vec()),
+                change in any::<bool>(),
+            ) {
+                let bytes = Bytes::from(body);
+                let prior = RequestBody::parse_list(&bytes, "messages").unwrap();
+                let known = prior.known_list(&bytes).map(Arc::new);
+                let grown = prior.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
+                    .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
+                let mut next = prior.splice(&join_messages(grown)).into_bytes();
+                if change {
+                    let at = at.index(next.len());
+                    next[at] = byte;
+                }
+                let parser = RequestBody::parse_list(&next, "messages");
+                let split = Unchecked::read(&next, "messages", |_| known.clone()).and_then(Unchecked::check);
+                prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
+            }
+
             #[test]
             fn any_bytes_are_read_or_refused_without_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
                 let _ = RequestBody::parse(&bytes);
+                let _ = Unchecked::read(&bytes, "messages", |_| None).and_then(Unchecked::check);
             }
         }
     }

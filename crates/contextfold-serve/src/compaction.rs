@@ -23,7 +23,6 @@ use contextfold::store::{Put, SessionId, StoreError, StoredState};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
 use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -61,7 +60,7 @@ pub trait Wire: Sync {
 /// breakpoints.
 pub struct MessagesWire<'r> {
     /// The client's messages as it wrote them.
-    pub raw: &'r [&'r RawValue],
+    pub raw: &'r [&'r str],
 }
 
 impl Wire for MessagesWire<'_> {
@@ -71,7 +70,7 @@ impl Wire for MessagesWire<'_> {
             strip_cache_control(&mut value);
             Cow::Owned(value.to_string())
         });
-        let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(raw.get()));
+        let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(*raw));
         join_messages(rewritten.chain(verbatim))
     }
 

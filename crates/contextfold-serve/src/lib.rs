@@ -42,6 +42,7 @@ mod conversations;
 mod error;
 mod forward;
 mod headers;
+mod known;
 mod log;
 mod openai;
 mod parsed;
@@ -51,6 +52,7 @@ mod relay;
 mod route;
 mod secrets;
 mod session;
+mod split;
 mod state;
 mod store;
 mod usage;
@@ -183,6 +185,7 @@ impl Proxy {
             },
             conversations: conversations::Conversations::new(config.max_sessions),
             parsed: conversations::Conversations::new(config.max_sessions),
+            known: known::KnownLists::new(config.max_sessions),
             store,
             token: config.auth_token.clone(),
             max_body: config.max_body,

@@ -3,11 +3,12 @@
 //! Each request of a conversation repeats its history byte for byte and adds a message or
 //! two, so reading every message into the model again on every call would cost the whole
 //! history each time. A hash of each message's raw text, by position, says which messages
-//! are as the last request had them; only the others are read.
+//! are as the last request had them; only the others are read. A message whose text is one
+//! read before is also known to be JSON, so only the others are checked ([`Unchecked`]).
 
+use crate::body::{BodyError, RequestBody, Unchecked};
 use contextfold_core::hash::StableHasher;
 use contextfold_core::{Message, ModelError};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// The messages of a conversation's last request, read into the model.
@@ -18,26 +19,48 @@ pub struct ParsedHistory {
     messages: Vec<Message>,
 }
 
+/// Why a request's messages are not read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unreadable {
+    /// The body is not JSON: it is refused, and nothing is forwarded.
+    Body(BodyError),
+    /// A message is JSON but not one the model reads: the body goes out as it came.
+    Message(ModelError),
+}
+
 impl ParsedHistory {
-    /// `raw` read into the model, reusing the messages whose text is as it was.
-    pub fn read(&mut self, raw: &[&RawValue]) -> Result<&[Message], ModelError> {
-        let keys: Vec<(u64, usize)> = raw.iter().map(|raw| key(raw.get())).collect();
+    /// `body`'s messages read into the model, reusing the messages whose text is as it was,
+    /// and the body, checked.
+    pub fn read<'a>(&mut self, body: Unchecked<'a>) -> Result<(RequestBody<'a>, &[Message]), Unreadable> {
+        let keys: Vec<(u64, usize)> = body.entries().iter().map(|raw| key(raw)).collect();
         let same = self.keys.iter().zip(&keys).take_while(|(held, new)| held == new).count();
         self.keys.truncate(same);
         self.messages.truncate(same);
-        for (index, raw) in raw.iter().enumerate().skip(same) {
-            self.messages.push(read_message(raw, index)?);
-            self.keys.push(keys[index]);
+        for (index, key) in keys.iter().enumerate().skip(same) {
+            self.messages.push(read_message(&body, index)?);
+            self.keys.push(*key);
         }
-        Ok(&self.messages)
+        let body = body.check_from(keys.len()).map_err(Unreadable::Body)?;
+        Ok((body, &self.messages))
     }
 }
 
-/// Message `index` of a body, read into the model.
-pub fn read_message(raw: &RawValue, index: usize) -> Result<Message, ModelError> {
-    // The body was parsed once already; the text is valid JSON.
-    let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-    Message::from_value(value, index)
+/// Message `index` of `body`, read into the model. When it is not one the model reads, the
+/// rest of the body is checked first: a body that is not JSON is refused, whatever else.
+pub fn read_message(body: &Unchecked<'_>, index: usize) -> Result<Message, Unreadable> {
+    let raw = body.entries().get(index).copied().unwrap_or("null");
+    let value: Value = match serde_json::from_str(raw) {
+        Ok(value) => value,
+        Err(_) => match body.refusal() {
+            Some(refused) => return Err(Unreadable::Body(refused)),
+            // JSON to the parser, but no value (a lone surrogate escape): not a message.
+            None => Value::Null,
+        },
+    };
+    Message::from_value(value, index).map_err(|err| match body.checked_from(index + 1) {
+        Ok(()) => Unreadable::Message(err),
+        Err(refused) => Unreadable::Body(refused),
+    })
 }
 
 /// What tells one message's text from another's.
@@ -50,12 +73,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn raw(texts: &[String]) -> Vec<Box<RawValue>> {
-        texts.iter().map(|text| RawValue::from_string(text.clone()).unwrap()).collect()
+    fn body(texts: &[String]) -> String {
+        format!("{{\"messages\":[{}]}}", texts.join(","))
     }
 
     fn fresh(texts: &[String]) -> Result<Vec<Message>, ModelError> {
-        raw(texts).iter().enumerate().map(|(index, raw)| read_message(raw, index)).collect()
+        texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| Message::from_value(serde_json::from_str(text).unwrap(), index))
+            .collect()
+    }
+
+    fn read(held: &mut ParsedHistory, text: &str) -> Result<Vec<Message>, Unreadable> {
+        let body = Unchecked::read(text.as_bytes(), "messages", |_| None).map_err(Unreadable::Body)?;
+        held.read(body).map(|(_, messages)| messages.to_vec())
     }
 
     fn message(role: &str, text: &str) -> String {
@@ -68,13 +100,31 @@ mod tests {
         let good = vec![message("user", "a"), message("assistant", "b")];
         let mut bad = good.clone();
         bad.push(r#"{"role":"user"}"#.to_string());
-        let boxed = raw(&bad);
-        let err = held.read(&boxed.iter().map(AsRef::as_ref).collect::<Vec<_>>()).unwrap_err();
+        let Err(Unreadable::Message(err)) = read(&mut held, &body(&bad)) else { panic!("read") };
         assert!(err.to_string().contains("message 2"), "{err}");
         let mut next = good.clone();
         next.push(message("user", "c"));
-        let boxed = raw(&next);
-        assert_eq!(held.read(&boxed.iter().map(AsRef::as_ref).collect::<Vec<_>>()).unwrap(), fresh(&next).unwrap());
+        assert_eq!(read(&mut held, &body(&next)).unwrap(), fresh(&next).unwrap());
+    }
+
+    #[test]
+    fn a_message_that_is_not_json_is_refused_as_the_parser_would_refuse_it() {
+        let mut held = ParsedHistory::default();
+        let good = vec![message("user", "a"), message("assistant", "b")];
+        assert_eq!(read(&mut held, &body(&good)).unwrap(), fresh(&good).unwrap());
+        let parser = |text: &str| RequestBody::parse(text.as_bytes()).unwrap_err();
+        // Not JSON after the messages held, and after a message the model cannot read.
+        for tail in [r#"{"role":"user","content":"\x"}"#, "{\"role\":\"user\",\"content\":\"\u{1}\"}"] {
+            let mut next = good.clone();
+            next.push(tail.to_string());
+            let text = body(&next);
+            assert_eq!(read(&mut held, &text), Err(Unreadable::Body(parser(&text))), "{text}");
+            next.insert(2, r#"{"role":"user"}"#.to_string());
+            let text = body(&next);
+            assert_eq!(read(&mut held, &text), Err(Unreadable::Body(parser(&text))), "{text}");
+        }
+        // The held messages are still what they were.
+        assert_eq!(read(&mut held, &body(&good)).unwrap(), fresh(&good).unwrap());
     }
 
     proptest! {
@@ -97,9 +147,7 @@ mod tests {
                         history.truncate(at + 1 + text.len() % 2);
                     }
                 }
-                let boxed = raw(&history);
-                let read = held.read(&boxed.iter().map(AsRef::as_ref).collect::<Vec<_>>()).unwrap().to_vec();
-                prop_assert_eq!(read, fresh(&history).unwrap());
+                prop_assert_eq!(read(&mut held, &body(&history)).unwrap(), fresh(&history).unwrap());
             }
         }
     }

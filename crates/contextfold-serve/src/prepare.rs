@@ -4,7 +4,7 @@
 //! the request's log line. An API's module only reads its body into a [`Request`] and an
 //! [`Identity`].
 
-use crate::body::{BodyError, RequestBody};
+use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::compaction::{self, ConversationState, Outcome, Place, Request};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
@@ -20,8 +20,8 @@ pub type Prepared = (Bytes, Option<Observer>);
 
 /// A body opened for its conversation.
 pub enum Opened<'b> {
-    /// Read, for the API's module to go on.
-    Read(RequestBody<'b>),
+    /// Read, for the API's module to go on; its entries are checked by the module.
+    Read(Unchecked<'b>),
     /// To be sent as it came (compressed, or compaction turned off).
     Send(Prepared),
 }
@@ -38,12 +38,13 @@ pub fn open<'b>(
     if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
         return Ok(Opened::Send(untouched(app, log, "the body is compressed", bytes.clone())));
     }
-    let parsed = RequestBody::parse_list(bytes, list)?;
-    log.stream = parsed.streams();
+    let body = Unchecked::read(bytes, list, |first| app.known.find(first))?;
+    log.stream = body.streams();
     if compaction_off(&parts.headers) {
+        body.checked_from(0)?;
         return Ok(Opened::Send(untouched(app, log, "x-contextfold: off", bytes.clone())));
     }
-    Ok(Opened::Read(parsed))
+    Ok(Opened::Read(body))
 }
 
 /// Runs the compaction of `identity`'s conversation for `request` and returns the bytes to
@@ -56,6 +57,9 @@ pub async fn compact(
     bytes: Bytes,
     log: &mut RequestLog,
 ) -> Prepared {
+    if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list(&bytes)) {
+        app.known.keep(first, list);
+    }
     let dialect = request.wire.dialect();
     log.session = Some(identity.session.clone());
     log.conversation = Some(identity.short_conversation());

@@ -8,15 +8,16 @@
 //! Responses API in [`crate::openai`]; everything else is forwarded as it came.
 
 use crate::background::Background;
-use crate::body::RequestBody;
+use crate::body::{RequestBody, Unchecked};
 use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
 use crate::config::LogFormat;
 use crate::conversations::Conversations;
 use crate::error::ProxyError;
 use crate::forward::Upstream;
 use crate::headers::{has_token, upstream_request};
+use crate::known::KnownLists;
 use crate::log::{Action, RequestLog};
-use crate::parsed::{read_message, ParsedHistory};
+use crate::parsed::{read_message, ParsedHistory, Unreadable};
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
@@ -46,6 +47,8 @@ pub struct App {
     pub conversations: Conversations<ConversationState>,
     /// Each Messages conversation's last messages, read into the model.
     pub parsed: Conversations<ParsedHistory>,
+    /// Each conversation's last list, for the split of its next request.
+    pub known: KnownLists,
     /// Where each conversation's compactions are kept, when anywhere.
     pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.
@@ -122,33 +125,34 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ProxyError> {
 /// The body to send for a Messages request (the client's bytes, or with its `messages`
 /// compacted), and what to learn from its answer.
 async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
-    let parsed = match open(app, parts, &bytes, log, "messages") {
-        Ok(Opened::Read(parsed)) => parsed,
+    let body = match open(app, parts, &bytes, log, "messages") {
+        Ok(Opened::Read(body)) => body,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err) => return Err(ProxyError::bad_request(err.to_string())),
     };
-    let preamble = match read_preamble(&parsed) {
+    let unreadable = |why: Unreadable| match why {
+        Unreadable::Body(err) => Err(ProxyError::bad_request(err.to_string())),
+        Unreadable::Message(err) => Ok(format!("the compaction cannot read it: {err}")),
+    };
+    let preamble = match read_preamble(&body) {
         Ok(preamble) => preamble,
         Err(why) => {
-            let note = format!("the compaction cannot read it: {why}");
-            return Ok(untouched(app, log, &note, bytes));
+            body.checked_from(0).map_err(|err| ProxyError::bad_request(err.to_string()))?;
+            return Ok(untouched(app, log, &format!("the compaction cannot read it: {why}"), bytes));
         }
     };
     // The conversation is known by its first message; the rest is read once it is found.
-    let first = match parsed.raw_messages().first().map(|raw| read_message(raw, 0)).transpose() {
+    let first = match (!body.entries().is_empty()).then(|| read_message(&body, 0)).transpose() {
         Ok(first) => first,
-        Err(err) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {err}"), bytes)),
+        Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
     };
     let identity =
-        identify(&parts.headers, parsed.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
+        identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
     let held = app.parsed.slot(identity.conversation);
     let mut held = held.lock().await;
-    let messages = match held.get_or_insert_with(ParsedHistory::default).read(parsed.raw_messages()) {
-        Ok(messages) => messages,
-        Err(err) => {
-            let note = format!("the compaction cannot read it: {err}");
-            return Ok(untouched(app, log, &note, bytes));
-        }
+    let (parsed, messages) = match held.get_or_insert_with(ParsedHistory::default).read(body) {
+        Ok(read) => read,
+        Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
     };
     if let Some(why) = server_side_compaction(&parsed, messages) {
         return Ok(untouched(app, log, why, bytes));
@@ -174,10 +178,10 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
 }
 
 /// The system prompt and tools, read into the model.
-fn read_preamble(parsed: &RequestBody<'_>) -> Result<Conversation, String> {
+fn read_preamble(body: &Unchecked<'_>) -> Result<Conversation, String> {
     let mut preamble = serde_json::Map::new();
     for key in ["system", "tools"] {
-        if let Some(value) = parsed.value(key) {
+        if let Some(value) = body.value(key) {
             preamble.insert(key.to_string(), value);
         }
     }

@@ -10,13 +10,12 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use contextfold_core::format::{openai, Spans};
 use contextfold_core::{Conversation, Message};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Chat `messages`: a message of the model is a run of entries (an assistant message, or tool
 /// messages and the user message after them).
 struct ChatWire<'r> {
-    raw: &'r [&'r RawValue],
+    raw: &'r [&'r str],
     spans: &'r Spans,
 }
 
@@ -41,7 +40,7 @@ impl Wire for ChatWire<'_> {
 /// The body to send for a Chat Completions request, and what to learn from its answer.
 pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
     let parsed = match open(app, parts, &bytes, log, "messages") {
-        Ok(Opened::Read(parsed)) => parsed,
+        Ok(Opened::Read(body)) => body.check().map_err(|err| ProxyError::bad_request(err.to_string()))?,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err) => return Err(ProxyError::bad_request(err.to_string())),
     };

@@ -22,7 +22,6 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use contextfold_core::format::Spans;
 use contextfold_core::{Conversation, Message, System};
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -60,11 +59,11 @@ async fn compact_read(
 
 /// The list to send: the client's leading system entries, `written` (the rewritten messages'
 /// entries), then the client's entries of its messages from `from` on.
-fn join(raw: &[&RawValue], spans: &Spans, written: Vec<Value>, from: usize) -> String {
-    let lead = raw[..spans.system.min(raw.len())].iter().map(|raw| Cow::Borrowed(raw.get()));
+fn join(raw: &[&str], spans: &Spans, written: Vec<Value>, from: usize) -> String {
+    let lead = raw[..spans.system.min(raw.len())].iter().map(|raw| Cow::Borrowed(*raw));
     let written = written.into_iter().map(|entry| Cow::Owned(entry.to_string()));
     let start = spans.messages.get(from).map_or(raw.len(), |span| span.start.min(raw.len()));
-    let verbatim = raw[start..].iter().map(|raw| Cow::Borrowed(raw.get()));
+    let verbatim = raw[start..].iter().map(|raw| Cow::Borrowed(*raw));
     join_messages(lead.chain(written).chain(verbatim))
 }
 

@@ -17,13 +17,12 @@ use bytes::Bytes;
 use contextfold_core::format::{responses, Spans};
 use contextfold_core::{Conversation, Message, Problem};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Responses `input`: a message of the model is a run of items of one side (a reasoning item
 /// stays with the call it precedes); the rewritten ones keep their items' shapes.
 struct ResponsesWire<'r> {
-    raw: &'r [&'r RawValue],
+    raw: &'r [&'r str],
     spans: &'r Spans,
 }
 
@@ -67,7 +66,7 @@ impl ServerState {
 /// The body to send for a Responses request, and what to learn from its answer.
 pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
     let parsed = match open(app, parts, &bytes, log, "input") {
-        Ok(Opened::Read(parsed)) => parsed,
+        Ok(Opened::Read(body)) => body.check().map_err(|err| ProxyError::bad_request(err.to_string()))?,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err @ BodyError::List(..)) => {
             // No `input` array: a string, or history the server holds.

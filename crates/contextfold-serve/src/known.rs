@@ -1,0 +1,67 @@
+//! The list each conversation sent last, kept whole, so that the split of its next request
+//! skips what repeats it byte for byte ([`crate::split`]).
+//!
+//! Design choice: a list is found by a hash of its first entry's text, the first thing the
+//! split reads of it. Which conversation a request belongs to is not known yet then: that
+//! needs fields a client may write after the list. Another conversation's list that starts
+//! with the same entry costs nothing but speed, since what is skipped is only what is byte
+//! for byte the same as a list that was read and checked.
+
+use crate::conversations::Conversations;
+use bytes::Bytes;
+use contextfold_core::hash::StableHasher;
+use std::sync::Arc;
+
+/// A list read and checked before: the body it came in, where it starts, and where each of
+/// its entries lies, from its `[`.
+#[derive(Debug)]
+pub struct KnownList {
+    body: Bytes,
+    start: usize,
+    spans: Vec<(usize, usize)>,
+}
+
+impl KnownList {
+    /// The list of `body` that starts at `start`, with its entries at `spans` (from `start`).
+    pub fn new(body: Bytes, start: usize, spans: Vec<(usize, usize)>) -> KnownList {
+        KnownList { body, start, spans }
+    }
+
+    /// The body's bytes from the list's `[` on.
+    pub fn bytes(&self) -> &[u8] {
+        self.body.get(self.start..).unwrap_or_default()
+    }
+
+    /// Where each entry lies, from the list's `[`.
+    pub fn spans(&self) -> &[(usize, usize)] {
+        &self.spans
+    }
+}
+
+/// The last list of each conversation, as many as conversations are held.
+pub struct KnownLists {
+    lists: Conversations<Arc<KnownList>>,
+}
+
+impl KnownLists {
+    /// Holds at most `capacity` lists, the least recently used dropped first.
+    pub fn new(capacity: usize) -> KnownLists {
+        KnownLists { lists: Conversations::new(capacity) }
+    }
+
+    /// The list last kept whose first entry is `first`, unless another request is keeping one.
+    pub fn find(&self, first: &str) -> Option<Arc<KnownList>> {
+        self.lists.slot(key(first)).try_lock().ok()?.clone()
+    }
+
+    /// Keeps `list`, whose first entry is `first`, for the next request that starts so.
+    pub fn keep(&self, first: &str, list: KnownList) {
+        if let Ok(mut held) = self.lists.slot(key(first)).try_lock() {
+            *held = Some(Arc::new(list));
+        }
+    }
+}
+
+fn key(first: &str) -> u64 {
+    StableHasher::default().write(first.as_bytes()).finish()
+}
