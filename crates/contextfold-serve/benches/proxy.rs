@@ -21,8 +21,8 @@
 //!   conversations at once.
 //!
 //! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
-//! the latency alone, `-- stores` for the stores alone, or `-- profile` for next calls
-//! through the proxy alone (to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
+//! the latency alone, `-- stores` for the stores alone, or `-- profile` for the CPU time
+//! of next calls, direct and through the proxy (also to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
@@ -282,18 +282,83 @@ async fn latency(upstream: &str) {
     report("first call of a new conversation", &mut cold_direct, &mut cold);
 }
 
-/// Next calls alone, for a profiler (`-- profile`): each conversation's first call, then 200
-/// calls through the proxy, each two messages longer, from 600 messages on.
+/// Next calls alone (`-- profile`), to run under a profiler and to weigh the CPU time the
+/// proxy spends on them, which a busy machine does not blur as it blurs latency: three
+/// conversations of 150 calls each, two messages longer every call from 600 messages on,
+/// sent directly and then through the proxy (each conversation's first call, which reads
+/// the whole history, left out of the sums). Twice: with the latency bench's small system
+/// prompt and tools, and with a preamble the size of Claude Code's (20 tools of about 3 KB,
+/// a 16 KB system prompt whose first block changes on every call). The bodies are written
+/// before the clock runs.
 async fn profile(upstream: &str) {
     let proxy = proxy(upstream, None).await;
     let client = client();
-    let started = Instant::now();
-    for id in 0..10 {
-        for count in (MESSAGES..MESSAGES + 400).step_by(2) {
-            call(&client, &proxy, id, body(id, count, false), false).await;
+    for large in [false, true] {
+        let calls: Vec<(usize, Vec<String>)> = (0..3)
+            .map(|id| {
+                let id = id + if large { 10 } else { 0 };
+                let bodies = (MESSAGES..MESSAGES + 300).step_by(2).map(|count| {
+                    let mut body = body(id, count, false);
+                    if large {
+                        body = with_large_preamble(&body, count);
+                    }
+                    body
+                });
+                (id, bodies.collect())
+            })
+            .collect();
+        let mut cpu = Vec::new();
+        for base in [upstream, proxy.as_str()] {
+            let mut spent = Duration::ZERO;
+            for (id, bodies) in &calls {
+                call(&client, base, *id, bodies[0].clone(), false).await;
+                let before = cpu_time();
+                for body in &bodies[1..] {
+                    call(&client, base, *id, body.clone(), false).await;
+                }
+                spent += cpu_time() - before;
+            }
+            cpu.push(spent.as_secs_f64() * 1e3 / (calls.len() * 149) as f64);
         }
+        let size = calls[0].1[0].len() / 1000;
+        let preamble =
+            if large { "Claude Code-sized system prompt and tools" } else { "small system prompt and tools" };
+        println!(
+            "profile, {preamble} ({size} KB at 600 messages): CPU time per next call: direct {:.3} ms, through the proxy {:.3} ms, added {:.3} ms",
+            cpu[0],
+            cpu[1],
+            cpu[1] - cpu[0]
+        );
     }
-    println!("profile: 2,000 calls in {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// `body` with a system prompt and tools the size of Claude Code's; the system prompt's
+/// first block differs with `call`, as Claude Code's billing line does.
+fn with_large_preamble(body: &str, call: usize) -> String {
+    let mut body: Value = serde_json::from_str(body).expect("a body");
+    let line = "Use the tool only when the task needs it; explain what you change and why, and keep edits small. ";
+    let tools: Vec<Value> = (0..20)
+        .map(|tool| {
+            json!({"name": format!("Tool{tool}"), "description": line.repeat(24), "input_schema": {"type": "object",
+                "properties": {"path": {"type": "string", "description": line}, "limit": {"type": "integer"}},
+                "required": ["path"]}})
+        })
+        .collect();
+    body["tools"] = Value::Array(tools);
+    body["system"] = json!([
+        {"type": "text", "text": format!("x-anthropic-billing-header: cc_version=2.1; cch={call:05x};")},
+        {"type": "text", "text": line.repeat(160), "cache_control": {"type": "ephemeral"}}]);
+    body.to_string()
+}
+
+/// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks
+/// of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after its `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks: u64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
 }
 
 async fn throughput(upstream: &str, window: Option<u64>, what: &str) {

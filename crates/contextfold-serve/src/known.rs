@@ -12,19 +12,35 @@ use bytes::Bytes;
 use contextfold_core::hash::StableHasher;
 use std::sync::Arc;
 
-/// A list read and checked before: the body it came in, where it starts, and where each of
-/// its entries lies, from its `[`.
-#[derive(Debug)]
+/// What tells one entry's text from another's: its hash and length.
+pub type EntryKey = (u64, usize);
+
+/// The key of an entry's text.
+pub fn entry_key(text: &str) -> EntryKey {
+    (StableHasher::default().write(text.as_bytes()).finish(), text.len())
+}
+
+/// An entry of a known list: where it lies, from the list's `[`, and its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownEntry {
+    /// Its start and end.
+    pub span: (usize, usize),
+    /// Its text's key.
+    pub key: EntryKey,
+}
+
+/// A list read and checked before: the body it came in, where it starts, and its entries.
+#[derive(Debug, PartialEq, Eq)]
 pub struct KnownList {
     body: Bytes,
     start: usize,
-    spans: Vec<(usize, usize)>,
+    entries: Vec<KnownEntry>,
 }
 
 impl KnownList {
-    /// The list of `body` that starts at `start`, with its entries at `spans` (from `start`).
-    pub fn new(body: Bytes, start: usize, spans: Vec<(usize, usize)>) -> KnownList {
-        KnownList { body, start, spans }
+    /// The list of `body` that starts at `start`, with `entries`.
+    pub fn new(body: Bytes, start: usize, entries: Vec<KnownEntry>) -> KnownList {
+        KnownList { body, start, entries }
     }
 
     /// The body's bytes from the list's `[` on.
@@ -32,9 +48,9 @@ impl KnownList {
         self.body.get(self.start..).unwrap_or_default()
     }
 
-    /// Where each entry lies, from the list's `[`.
-    pub fn spans(&self) -> &[(usize, usize)] {
-        &self.spans
+    /// Its entries, in order.
+    pub fn entries(&self) -> &[KnownEntry] {
+        &self.entries
     }
 }
 
@@ -63,5 +79,5 @@ impl KnownLists {
 }
 
 fn key(first: &str) -> u64 {
-    StableHasher::default().write(first.as_bytes()).finish()
+    entry_key(first).0
 }

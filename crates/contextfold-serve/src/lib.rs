@@ -46,6 +46,7 @@ mod known;
 mod log;
 mod openai;
 mod parsed;
+mod preamble;
 mod prepare;
 mod proxy;
 mod relay;
@@ -186,6 +187,7 @@ impl Proxy {
             conversations: conversations::Conversations::new(config.max_sessions),
             parsed: conversations::Conversations::new(config.max_sessions),
             known: known::KnownLists::new(config.max_sessions),
+            preambles: preamble::Preambles::default(),
             store,
             token: config.auth_token.clone(),
             max_body: config.max_body,

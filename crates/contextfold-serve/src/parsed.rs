@@ -7,16 +7,30 @@
 //! read before is also known to be JSON, so only the others are checked ([`Unchecked`]).
 
 use crate::body::{BodyError, RequestBody, Unchecked};
-use contextfold_core::hash::StableHasher;
-use contextfold_core::{Message, ModelError};
+use crate::known::EntryKey;
+use contextfold_core::{Block, Message, ModelError};
 use serde_json::Value;
 
 /// The messages of a conversation's last request, read into the model.
 #[derive(Debug, Default)]
 pub struct ParsedHistory {
-    /// The hash and length of each message's raw text.
-    keys: Vec<(u64, usize)>,
+    /// The key of each message's raw text.
+    keys: Vec<EntryKey>,
     messages: Vec<Message>,
+    /// The first message holding the server's `compaction` block, if one does.
+    first_compaction: Option<usize>,
+}
+
+/// A request's messages, read.
+#[derive(Debug)]
+pub struct Read<'a, 'h> {
+    /// The body, checked.
+    pub body: RequestBody<'a>,
+    /// Its messages in the model.
+    pub messages: &'h [Message],
+    /// Whether one of them holds the server's `compaction` block (the server folded the
+    /// history before it).
+    pub server_compacted: bool,
 }
 
 /// Why a request's messages are not read.
@@ -31,18 +45,32 @@ pub enum Unreadable {
 impl ParsedHistory {
     /// `body`'s messages read into the model, reusing the messages whose text is as it was,
     /// and the body, checked.
-    pub fn read<'a>(&mut self, body: Unchecked<'a>) -> Result<(RequestBody<'a>, &[Message]), Unreadable> {
-        let keys: Vec<(u64, usize)> = body.entries().iter().map(|raw| key(raw)).collect();
-        let same = self.keys.iter().zip(&keys).take_while(|(held, new)| held == new).count();
+    pub fn read<'a>(&mut self, body: Unchecked<'a>) -> Result<Read<'a, '_>, Unreadable> {
+        let keys = body.keys();
+        let same = self.keys.iter().zip(keys).take_while(|(held, new)| held == new).count();
         self.keys.truncate(same);
         self.messages.truncate(same);
+        self.first_compaction = self.first_compaction.filter(|&index| index < same);
         for (index, key) in keys.iter().enumerate().skip(same) {
-            self.messages.push(read_message(&body, index)?);
+            let message = read_message(&body, index)?;
+            if self.first_compaction.is_none() && holds_compaction(&message) {
+                self.first_compaction = Some(index);
+            }
+            self.messages.push(message);
             self.keys.push(*key);
         }
-        let body = body.check_from(keys.len()).map_err(Unreadable::Body)?;
-        Ok((body, &self.messages))
+        let count = keys.len();
+        let body = body.check_from(count).map_err(Unreadable::Body)?;
+        Ok(Read { body, messages: &self.messages, server_compacted: self.first_compaction.is_some() })
     }
+}
+
+/// Whether `message` holds the server's `compaction` block.
+fn holds_compaction(message: &Message) -> bool {
+    message.content.iter().any(|block| match block {
+        Block::Other(value) => value.get("type").and_then(Value::as_str) == Some("compaction"),
+        _ => false,
+    })
 }
 
 /// Message `index` of `body`, read into the model. When it is not one the model reads, the
@@ -61,11 +89,6 @@ pub fn read_message(body: &Unchecked<'_>, index: usize) -> Result<Message, Unrea
         Ok(()) => Unreadable::Message(err),
         Err(refused) => Unreadable::Body(refused),
     })
-}
-
-/// What tells one message's text from another's.
-fn key(text: &str) -> (u64, usize) {
-    (StableHasher::default().write(text.as_bytes()).finish(), text.len())
 }
 
 #[cfg(test)]
@@ -87,7 +110,7 @@ mod tests {
 
     fn read(held: &mut ParsedHistory, text: &str) -> Result<Vec<Message>, Unreadable> {
         let body = Unchecked::read(text.as_bytes(), "messages", |_| None).map_err(Unreadable::Body)?;
-        held.read(body).map(|(_, messages)| messages.to_vec())
+        held.read(body).map(|read| read.messages.to_vec())
     }
 
     fn message(role: &str, text: &str) -> String {

@@ -8,7 +8,7 @@
 //! Responses API in [`crate::openai`]; everything else is forwarded as it came.
 
 use crate::background::Background;
-use crate::body::{RequestBody, Unchecked};
+use crate::body::RequestBody;
 use crate::compaction::{ConversationState, MessagesWire, Request, Settings};
 use crate::config::LogFormat;
 use crate::conversations::Conversations;
@@ -17,7 +17,8 @@ use crate::forward::Upstream;
 use crate::headers::{has_token, upstream_request};
 use crate::known::KnownLists;
 use crate::log::{Action, RequestLog};
-use crate::parsed::{read_message, ParsedHistory, Unreadable};
+use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
+use crate::preamble::Preambles;
 use crate::prepare::{compact, open, untouched, Opened, Prepared};
 use crate::relay::relay;
 use crate::route::{Api, Route};
@@ -29,7 +30,6 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::response::Response;
 use bytes::Bytes;
-use contextfold_core::{Block, Conversation, Message};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::Value;
 use std::sync::Arc;
@@ -49,6 +49,8 @@ pub struct App {
     pub parsed: Conversations<ParsedHistory>,
     /// Each conversation's last list, for the split of its next request.
     pub known: KnownLists,
+    /// The system prompts and tools read lately.
+    pub preambles: Preambles,
     /// Where each conversation's compactions are kept, when anywhere.
     pub store: Option<ProxyStore>,
     /// The proxy token, when one is required.
@@ -134,7 +136,7 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         Unreadable::Body(err) => Err(ProxyError::bad_request(err.to_string())),
         Unreadable::Message(err) => Ok(format!("the compaction cannot read it: {err}")),
     };
-    let preamble = match read_preamble(&body) {
+    let preamble = match app.preambles.read(body.raw("system"), body.raw("tools")) {
         Ok(preamble) => preamble,
         Err(why) => {
             body.checked_from(0).map_err(|err| ProxyError::bad_request(err.to_string()))?;
@@ -147,14 +149,15 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
         Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
     };
     let identity =
-        identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_ref(), first.as_slice());
+        identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_deref(), first.as_slice());
     let held = app.parsed.slot(identity.conversation);
     let mut held = held.lock().await;
-    let (parsed, messages) = match held.get_or_insert_with(ParsedHistory::default).read(body) {
-        Ok(read) => read,
-        Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
-    };
-    if let Some(why) = server_side_compaction(&parsed, messages) {
+    let Read { body: parsed, messages, server_compacted } =
+        match held.get_or_insert_with(ParsedHistory::default).read(body) {
+            Ok(read) => read,
+            Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
+        };
+    if let Some(why) = server_side_compaction(&parsed, server_compacted) {
         return Ok(untouched(app, log, why, bytes));
     }
     let betas = parts
@@ -169,35 +172,19 @@ async fn messages_body(app: &App, parts: &Parts, bytes: Bytes, log: &mut Request
     let request = Request {
         messages,
         wire: &wire,
-        system: preamble.system.as_ref(),
-        tools: preamble.tools.as_deref(),
+        system: preamble.system.as_deref(),
+        tools: preamble.tools.as_deref().map(Vec::as_slice),
         model: model.as_ref().and_then(Value::as_str),
         betas: &betas,
     };
     Ok(compact(app, identity, request, &parsed, bytes.clone(), log).await)
 }
 
-/// The system prompt and tools, read into the model.
-fn read_preamble(body: &Unchecked<'_>) -> Result<Conversation, String> {
-    let mut preamble = serde_json::Map::new();
-    for key in ["system", "tools"] {
-        if let Some(value) = body.value(key) {
-            preamble.insert(key.to_string(), value);
-        }
-    }
-    preamble.insert("messages".to_string(), Value::Array(Vec::new()));
-    Conversation::from_value(Value::Object(preamble)).map_err(|err| err.to_string())
-}
-
 /// Why the client's own server-side compaction means contextfold steps aside, if it does:
 /// a `compaction` block in the history (the server already folded it), or a
 /// `context_management` edit that compacts.
-fn server_side_compaction(parsed: &RequestBody<'_>, messages: &[Message]) -> Option<&'static str> {
-    let has_block = messages.iter().flat_map(|message| &message.content).any(|block| match block {
-        Block::Other(value) => value.get("type").and_then(Value::as_str) == Some("compaction"),
-        _ => false,
-    });
-    if has_block {
+fn server_side_compaction(parsed: &RequestBody<'_>, server_compacted: bool) -> Option<&'static str> {
+    if server_compacted {
         return Some("the history holds the server's compaction block");
     }
     let edits = parsed.value("context_management").and_then(|value| value.get("edits").cloned());

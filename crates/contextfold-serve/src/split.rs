@@ -36,9 +36,13 @@ pub struct Object<'a> {
     pub list: &'a str,
     /// The array's entries, in order, each without the whitespace around it.
     pub entries: Vec<&'a str>,
-    /// How many of the first entries are byte for byte a known list's (see [`array_at`]).
-    pub known: usize,
+    /// How many of the first entries are byte for byte a known list's (see [`array_at`]),
+    /// and that list.
+    pub known: Option<Shared>,
 }
+
+/// How many of a list's first entries are byte for byte a known list's, and that list.
+pub type Shared = (usize, Arc<KnownList>);
 
 /// The object `text` holds (whitespace around it allowed), its field keyed `list` (written
 /// without escapes) split into entries as the object is read; `None` when its structure is
@@ -98,7 +102,8 @@ pub fn array_entries(text: &str) -> Option<Vec<&str>> {
 }
 
 /// The entries of the array that opens at `start`, where it ends, and how many of its first
-/// entries are byte for byte those of the list `known` gives for its first entry. Those are
+/// entries are byte for byte those of the list `known` gives for its first entry (and that
+/// list). Those are
 /// taken from the known list's spans without a scan: where the bytes from `start` are the
 /// known list's, a scan would find what it found, and the scan goes on from the first entry
 /// that does not end (with its separator) inside the bytes they share.
@@ -107,26 +112,27 @@ fn array_at<'a>(
     text: &'a str,
     start: usize,
     known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
-) -> Option<(Vec<&'a str>, usize, usize)> {
+) -> Option<(Vec<&'a str>, usize, Option<Shared>)> {
     if bytes.get(start) != Some(&b'[') {
         return None;
     }
     let mut at = skip_space(bytes, start + 1);
     let mut entries = Vec::new();
     if bytes.get(at) == Some(&b']') {
-        return Some((entries, at + 1, 0));
+        return Some((entries, at + 1, None));
     }
-    let mut same = 0;
+    let mut same = None;
     if let Some(prior) = known(text.get(at..value_end(bytes, at)?)?) {
         let shared = common_prefix(bytes.get(start..)?, prior.bytes());
-        let spans = prior.spans();
+        let spans = prior.entries();
         // Entry j is the known one when entry j + 1 starts inside the shared bytes.
-        same = spans.iter().skip(1).take_while(|(next, _)| *next <= shared).count();
-        for &(from, to) in &spans[..same] {
-            entries.push(text.get(start + from..start + to)?);
-        }
-        if same > 0 {
-            at = start + spans[same].0;
+        let count = spans.iter().skip(1).take_while(|next| next.span.0 <= shared).count();
+        if count > 0 {
+            for entry in &spans[..count] {
+                entries.push(text.get(start + entry.span.0..start + entry.span.1)?);
+            }
+            at = start + spans[count].span.0;
+            same = Some((count, prior));
         }
     }
     loop {

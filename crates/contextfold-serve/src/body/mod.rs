@@ -12,13 +12,13 @@
 //! split or check fails is read again by the full parser, so that it is refused as it would
 //! have been without the shortcut, with the same error.
 
-use crate::known::KnownList;
+use crate::known::{entry_key, EntryKey, KnownEntry, KnownList};
 use bytes::Bytes;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+mod parser;
+
+use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::fmt;
 use std::sync::Arc;
 
 /// Why a request body cannot be read (the proxy answers 400 and forwards nothing).
@@ -46,7 +46,7 @@ pub enum BodyError {
 }
 
 impl BodyError {
-    fn json(err: &serde_json::Error) -> BodyError {
+    pub(super) fn json(err: &serde_json::Error) -> BodyError {
         let message = err.to_string();
         // serde_json appends " at line L column C"; the location has fields of its own.
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
@@ -62,6 +62,8 @@ pub struct RequestBody<'a> {
     fields: Vec<(String, &'a RawValue)>,
     /// The list's entries, each valid JSON.
     messages: Vec<&'a str>,
+    /// The key of each entry's text.
+    keys: Vec<EntryKey>,
     /// Where the list lies in the body, in bytes.
     span: (usize, usize),
 }
@@ -84,25 +86,9 @@ impl<'a> RequestBody<'a> {
 
     /// [`RequestBody::parse_list`] of text, every byte of it checked by the parser.
     fn parse_text(text: &'a str, list: &'static str) -> Result<RequestBody<'a>, BodyError> {
-        let trimmed = text.trim_start();
-        if !trimmed.starts_with('{') {
-            // Still report malformed JSON as such.
-            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|err| BodyError::json(&err))?;
-            return Err(BodyError::NotAnObject(list));
-        }
-        let mut deserializer = serde_json::Deserializer::from_str(text);
-        let Fields { fields, mut lists } =
-            FieldsSeed { list: Some(list) }.deserialize(&mut deserializer).map_err(|err| BodyError::json(&err))?;
-        deserializer.end().map_err(|err| BodyError::json(&err))?;
-        let messages = match (lists.pop(), lists.is_empty()) {
-            (Some(Some(messages)), true) => messages,
-            (None, _) => return Err(BodyError::List(list, "is missing")),
-            (Some(_), false) => return Err(BodyError::List(list, "appears twice")),
-            (Some(None), true) => return Err(BodyError::List(list, "must be an array")),
-        };
-        let messages: Vec<&str> = messages.into_iter().map(RawValue::get).collect();
-        let span = span(text, &messages).unwrap_or_else(|| empty_span(text, list));
-        Ok(RequestBody { text, fields, messages, span })
+        let parser::Parsed { fields, messages, span } = parser::read(text, list)?;
+        let keys = messages.iter().map(|entry| entry_key(entry)).collect();
+        Ok(RequestBody { text, fields, messages, keys, span })
     }
 
     /// Whether the client asked for a stream (`"stream": true`).
@@ -139,8 +125,10 @@ impl<'a> RequestBody<'a> {
         }
         let (start, _) = self.span;
         let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
-        let spans = self.messages.iter().map(|entry| (from_start(entry), from_start(entry) + entry.len())).collect();
-        Some(KnownList::new(bytes.clone(), start, spans))
+        let entries = self.messages.iter().zip(&self.keys);
+        let entries =
+            entries.map(|(entry, &key)| KnownEntry { span: (from_start(entry), from_start(entry) + entry.len()), key });
+        Some(KnownList::new(bytes.clone(), start, entries.collect()))
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -188,6 +176,11 @@ impl<'a> Unchecked<'a> {
         &self.body.messages
     }
 
+    /// The key of each entry's text, in order.
+    pub fn keys(&self) -> &[EntryKey] {
+        &self.body.keys
+    }
+
     /// Whether the client asked for a stream (`"stream": true`).
     pub fn streams(&self) -> bool {
         self.body.streams()
@@ -196,6 +189,11 @@ impl<'a> Unchecked<'a> {
     /// The field `key` as a value, when present and valid.
     pub fn value(&self, key: &str) -> Option<Value> {
         self.body.value(key)
+    }
+
+    /// The raw text of the top-level field `key`, when present.
+    pub fn raw(&self, key: &str) -> Option<&'a str> {
+        self.body.raw(key)
     }
 
     /// The body, every entry checked.
@@ -245,126 +243,13 @@ fn split<'a>(
         fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
     }
     let start = object.list.as_ptr() as usize - text.as_ptr() as usize;
-    let body = RequestBody { text, fields, messages: object.entries, span: (start, start + object.list.len()) };
-    Some((body, object.known))
-}
-
-/// Where a list with these entries lies in `text`: from the `[` before the first to the `]`
-/// after the last (entries are slices of `text`, so their offsets are the distances between
-/// the pointers). `None` for an empty list.
-fn span(text: &str, entries: &[&str]) -> Option<(usize, usize)> {
-    let offset = |raw: &str| raw.as_ptr() as usize - text.as_ptr() as usize;
-    let (first, last) = (entries.first()?, entries.last()?);
-    let start = text[..offset(first)].trim_end().len().checked_sub(1)?;
-    let after = offset(last) + last.len();
-    let end = text.len() - text[after..].trim_start().len() + 1;
-    (text.as_bytes().get(start) == Some(&b'[') && text.as_bytes().get(end - 1) == Some(&b']')).then_some((start, end))
-}
-
-/// Where an empty list lies in `text` (read again, every field raw, which costs little:
-/// nothing else holds an empty conversation's body up).
-fn empty_span(text: &str, list: &str) -> (usize, usize) {
-    let all = FieldsSeed { list: None }.deserialize(&mut serde_json::Deserializer::from_str(text));
-    let raw = all.ok().and_then(|all| all.fields.into_iter().find(|(key, _)| key == list).map(|(_, raw)| raw.get()));
-    raw.map_or((0, 0), |raw| {
-        let start = raw.as_ptr() as usize - text.as_ptr() as usize;
-        (start, start + raw.len())
-    })
-}
-
-/// The top-level fields of an object but `list`, in order, each as its raw text, and each
-/// occurrence of `list`: its entries, or `None` when it is not an array. Without a `list`,
-/// every field is raw.
-struct Fields<'a> {
-    fields: Vec<(String, &'a RawValue)>,
-    lists: Vec<Option<Vec<&'a RawValue>>>,
-}
-
-struct FieldsSeed {
-    list: Option<&'static str>,
-}
-
-impl<'de> DeserializeSeed<'de> for FieldsSeed {
-    type Value = Fields<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Fields<'de>, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FieldsSeed {
-    type Value = Fields<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
-        let (mut fields, mut lists) = (Vec::new(), Vec::new());
-        while let Some(key) = map.next_key::<String>()? {
-            if Some(key.as_str()) == self.list {
-                lists.push(map.next_value::<Entries<'de>>()?.0);
-            } else {
-                fields.push((key, map.next_value::<&'de RawValue>()?));
-            }
-        }
-        Ok(Fields { fields, lists })
-    }
-}
-
-/// An array's entries as raw text, or `None` for any other value.
-struct Entries<'a>(Option<Vec<&'a RawValue>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Entries<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor;
-        impl<'de> Visitor<'de> for EntriesVisitor {
-            type Value = Entries<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-
-            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Entries<'de>, S::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = seq.next_element::<&'de RawValue>()? {
-                    entries.push(entry);
-                }
-                Ok(Entries(Some(entries)))
-            }
-
-            // Any other value is read whole (the body must be valid JSON) and is not a list.
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Entries<'de>, M::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Entries(None))
-            }
-
-            fn visit_bool<E>(self, _: bool) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-
-            fn visit_i64<E>(self, _: i64) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-
-            fn visit_u64<E>(self, _: u64) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-
-            fn visit_f64<E>(self, _: f64) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-
-            fn visit_unit<E>(self) -> Result<Entries<'de>, E> {
-                Ok(Entries(None))
-            }
-        }
-        deserializer.deserialize_any(EntriesVisitor)
-    }
+    let (known, prior) = object.known.map_or((0, None), |(count, prior)| (count, Some(prior)));
+    // The keys of the known entries are the known list's; only the others are hashed.
+    let shared = prior.as_ref().map_or(&[][..], |prior| &prior.entries()[..known]);
+    let keys = shared.iter().map(|entry| entry.key);
+    let keys = keys.chain(object.entries[known..].iter().map(|entry| entry_key(entry))).collect();
+    let span = (start, start + object.list.len());
+    Some((RequestBody { text, fields, messages: object.entries, keys, span }, known))
 }
 
 /// `messages` written as one JSON array: each item's text as given, comma-separated.
@@ -489,9 +374,10 @@ mod tests {
                 })
         }
 
-        /// What a read body holds (its fields, entries and list span), to compare two reads.
+        /// What a read body holds (its fields, entries, their keys and the list's span), to
+        /// compare two reads.
         fn seen(body: &RequestBody<'_>) -> String {
-            format!("{:?} {:?} {:?}", body.fields, body.messages, body.span)
+            format!("{:?} {:?} {:?} {:?}", body.fields, body.messages, body.keys, body.span)
         }
 
         proptest! {
