@@ -75,28 +75,6 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
-impl Command {
-    /// The tokenizer the command counts with, if it counts.
-    pub fn tokenizer(&self) -> Option<Tokenizer> {
-        let counting = match self {
-            Command::Stats(args) => &args.counting,
-            Command::Count(args) => &args.counting,
-            Command::Plan(args) => &args.counting,
-            Command::Evict(args) => &args.counting,
-            Command::Render(args) => &args.counting,
-            Command::Compact(args) => &args.counting,
-            Command::Replay(args) => &args.counting,
-            Command::Serve(args) => &args.counting,
-            Command::Validate(_)
-            | Command::Convert(_)
-            | Command::Recall(_)
-            | Command::Search(_)
-            | Command::Sessions(_) => return None,
-        };
-        Some(counting.tokenizer)
-    }
-}
-
 /// Where the store is when no path is given: under the working directory.
 pub const DEFAULT_STORE: &str = ".contextfold/store.db";
 

@@ -36,17 +36,17 @@ fn counters() -> Vec<&'static dyn TokenCounter> {
     use contextfold_core::tokens::Tokenizer;
     let mut counters: Vec<&'static dyn TokenCounter> =
         Tokenizer::ALL.iter().map(|tokenizer| tokenizer.counter()).collect();
-    counters.push(&EncoderAlone);
+    counters.push(&BpeOpenAi);
     counters
 }
 
-/// `o200k` straight through bpe-openai, each piece encoded: what the exact counter does
-/// without its piece cache, for comparison.
-struct EncoderAlone;
+/// `o200k` through bpe-openai, the reference the exact counter is checked against, for
+/// comparison (its vocabulary loaded before the measurement).
+struct BpeOpenAi;
 
-impl TokenCounter for EncoderAlone {
+impl TokenCounter for BpeOpenAi {
     fn name(&self) -> &'static str {
-        "o200k-encoder-alone"
+        "o200k-bpe-openai"
     }
 
     fn count_text(&self, text: &str) -> u64 {

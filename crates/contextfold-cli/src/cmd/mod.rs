@@ -26,10 +26,6 @@ use std::process::ExitCode;
 
 /// Runs the command and decides the exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    // An exact tokenizer's vocabulary loads on the second core while the input is read.
-    if let Some(tokenizer) = cli.command.tokenizer() {
-        std::thread::spawn(move || tokenizer.warm_up());
-    }
     match cli.command {
         Command::Stats(args) => stats::run(args),
         Command::Validate(args) => validate::run(args),
@@ -75,7 +71,7 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
 /// Counts every message of `conversation` once, on two threads, so that a [`Memoized`]
 /// `counter` then answers the command's own counting (on one thread, in the order its
 /// steps need) from memory: an exact count of a large session is mostly encoding, and the
-/// second core is otherwise idle once the vocabulary has loaded. Only for exact tokenizers:
+/// second core is otherwise idle. Only for exact tokenizers:
 /// the others count faster than the memo hashes.
 ///
 /// [`Memoized`]: contextfold::core::tokens::Memoized

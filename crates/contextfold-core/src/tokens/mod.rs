@@ -32,7 +32,13 @@ mod estimate;
 mod ledger;
 mod media;
 mod memo;
+#[cfg(feature = "bpe")]
+mod merge;
 mod pieces;
+#[cfg(feature = "bpe")]
+mod split;
+#[cfg(feature = "bpe")]
+mod vocabulary;
 
 #[cfg(feature = "bpe")]
 pub use bpe::{Cl100k, O200k};
@@ -137,13 +143,6 @@ impl Tokenizer {
     /// middleware (which also take counters of the caller's own).
     pub fn shared(self) -> Arc<dyn TokenCounter> {
         Arc::new(self.counter())
-    }
-
-    /// Loads this tokenizer's vocabulary now rather than at its first count (a no-op for
-    /// counters without one), so that a program can load it on another thread while it
-    /// reads its input.
-    pub fn warm_up(self) {
-        self.counter().count_text("");
     }
 
     /// The counter behind a [`Memoized`] cache shared for the life of the program, for

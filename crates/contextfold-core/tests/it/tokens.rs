@@ -215,3 +215,52 @@ proptest::proptest! {
         proptest::prop_assert_eq!(Cl100k.count_text(&text), cl100k.encode_ordinary(&text).len() as u64, "cl100k");
     }
 }
+
+/// Every string of `value`, keys included.
+#[cfg(feature = "bpe")]
+fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|item| strings(item, out)),
+        Value::Object(fields) => fields.iter().for_each(|(key, item)| {
+            out.push(key);
+            strings(item, out);
+        }),
+        _ => {}
+    }
+}
+
+/// Our encoders count every text of every corpus session as bpe-openai does (whose counts
+/// are tiktoken's on the reference fixtures), and so does each session's whole JSON.
+#[cfg(feature = "bpe")]
+#[test]
+fn bpe_counts_every_corpus_text_as_the_reference() {
+    use contextfold_core::tokens::{Cl100k, O200k};
+    let Some(dir) = crate::common::corpus_dir() else { return };
+    let counters = [(&O200k as &dyn TokenCounter, bpe_openai::o200k_base()), (&Cl100k, bpe_openai::cl100k_base())];
+    let (mut texts, mut tokens, mut failures) = (0, 0, Vec::new());
+    let mut paths: Vec<PathBuf> =
+        std::fs::read_dir(&dir).expect("the corpus lists").map(|e| e.expect("entry").path()).collect();
+    paths.sort();
+    for path in paths.iter().filter(|path| path.extension().is_some_and(|ext| ext == "json")) {
+        let json = std::fs::read_to_string(path).expect("corpus file reads");
+        let value: Value = serde_json::from_str(&json).expect("corpus file is JSON");
+        let mut all = vec![json.as_str()];
+        strings(&value, &mut all);
+        texts += all.len();
+        for text in all {
+            for (counter, reference) in &counters {
+                let (got, expected) = (counter.count_text(text), reference.count(text) as u64);
+                tokens += expected;
+                if got != expected {
+                    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+                    let start: String = text.chars().take(60).collect();
+                    failures.push(format!("{name}: {} expected {expected}, got {got}: {start:?}", counter.name()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(texts > 10_000 && tokens > 1_000_000, "{texts} texts, {tokens} tokens: the corpus is all there");
+    eprintln!("{texts} corpus texts, {tokens} tokens in all, counted as the reference does");
+}
