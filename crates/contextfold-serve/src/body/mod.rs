@@ -148,9 +148,8 @@ impl<'a> RequestBody<'a> {
 pub struct Unchecked<'a> {
     body: RequestBody<'a>,
     list: &'static str,
-    /// Whether the full parser read the body, which checked every entry.
-    checked: bool,
-    /// How many of the first entries are byte for byte those of a list checked before.
+    /// How many of the first entries are known to be JSON: byte for byte those of a list
+    /// checked before, or all of them when the full parser read the body.
     known: usize,
 }
 
@@ -166,9 +165,10 @@ impl<'a> Unchecked<'a> {
     ) -> Result<Unchecked<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
         if let Some((body, known)) = split(text, list, known) {
-            return Ok(Unchecked { body, list, checked: false, known });
+            return Ok(Unchecked { body, list, known });
         }
-        RequestBody::parse_text(text, list).map(|body| Unchecked { body, list, checked: true, known: 0 })
+        let body = RequestBody::parse_text(text, list)?;
+        Ok(Unchecked { known: body.messages.len(), body, list })
     }
 
     /// The text of each entry of the list, in order; not checked to be JSON.
@@ -211,7 +211,7 @@ impl<'a> Unchecked<'a> {
     /// Checks the entries from `index` on; the full parser's error when one is not JSON.
     pub fn checked_from(&self, index: usize) -> Result<(), BodyError> {
         let mut rest = self.body.messages.iter().skip(index.max(self.known));
-        if self.checked || rest.all(|entry| serde_json::from_str::<IgnoredAny>(entry).is_ok()) {
+        if rest.all(|entry| serde_json::from_str::<IgnoredAny>(entry).is_ok()) {
             return Ok(());
         }
         Err(self.refusal().unwrap_or(BodyError::NotAnObject(self.list)))
@@ -276,7 +276,7 @@ mod tests {
         let parsed = RequestBody::parse(body).unwrap();
         assert_eq!(parsed.raw_messages().len(), 1);
         let split = Unchecked::read(body, "messages", |_| None).unwrap();
-        assert!(!split.checked, "split by structure, not by the parser");
+        assert_eq!(split.known, 0, "split by structure, not by the parser");
         assert_eq!(split.check().unwrap().span, parsed.span);
         assert_eq!(parsed.raw("system"), Some(r#"[{"type":"text","text":"caf\u00e9"}]"#));
         let spliced = parsed.splice("[]");
