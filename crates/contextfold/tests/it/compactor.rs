@@ -1,7 +1,7 @@
 //! The compactor and the middleware, driven by scripted summarizers: no network.
 
 use crate::common::{leaked, secret_session, secrets, session};
-use contextfold::compactor::{ClipLimit, CompactConfig, CompactError, Compactor, Step, Strategy, Target};
+use contextfold::compactor::{ClipLimit, CompactConfig, CompactError, Compacted, Compactor, Step, Strategy, Target};
 use contextfold::core::summary::{is_summary_message, split_summary};
 use contextfold::core::tokens::{count_conversation, Tokenizer};
 use contextfold::core::{validate, Conversation, Message, Role};
@@ -497,21 +497,8 @@ fn a_summary_squeezed_by_a_tail_that_cannot_be_cut_is_handed_back_whole() {
     messages.extend(looped.messages[1..].iter().cloned());
     let conversation = Conversation { messages, ..Conversation::default() };
     assert!(validate(&conversation).is_empty());
-    let counter = Tokenizer::Estimate.counter();
-    let loop_tokens = count_conversation(
-        counter,
-        &Conversation { messages: looped.messages[1..].to_vec(), ..Conversation::default() },
-    );
-    let limit = loop_tokens + 300;
-    let config = CompactConfig {
-        target: Target::Budget(limit),
-        limit: Some(limit),
-        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
-        max_tool_output: ClipLimit::Off,
-        ..CompactConfig::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let out = runtime.block_on(Compactor::default().compact(&conversation, &config)).expect("compacts");
+    let kept = Conversation { messages: looped.messages[1..].to_vec(), ..Conversation::default() };
+    let (out, limit) = compact_in_room(&conversation, &kept, 300);
     assert!(out.report.tokens_after <= limit, "{} > {limit}", out.report.tokens_after);
     let sent = split_summary(&out.conversation.messages[0]).expect("a summary").summary;
     assert!(!sent.contains("\"Request 20: "), "the summary gave way:\n{sent}");
@@ -529,21 +516,8 @@ fn a_summary_shortened_to_fit_is_restored_whole() {
     // The summary alone leads: there is nothing new to fold, only the summary to shorten.
     conversation.messages[0].content.truncate(1);
     let original = split_summary(&conversation.messages[0]).expect("a summary").summary;
-    let counter = Tokenizer::Estimate.counter();
-    let loop_tokens = count_conversation(
-        counter,
-        &Conversation { messages: conversation.messages[1..].to_vec(), ..conversation.clone() },
-    );
-    let limit = loop_tokens + 500;
-    let config = CompactConfig {
-        target: Target::Budget(limit),
-        limit: Some(limit),
-        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
-        max_tool_output: ClipLimit::Off,
-        ..CompactConfig::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let out = runtime.block_on(Compactor::default().compact(&conversation, &config)).expect("compacts");
+    let kept = Conversation { messages: conversation.messages[1..].to_vec(), ..conversation.clone() };
+    let (out, limit) = compact_in_room(&conversation, &kept, 500);
     assert!(out.report.tokens_after <= limit, "{} > {limit}", out.report.tokens_after);
     let shortened = split_summary(&out.conversation.messages[0]).expect("a summary").summary;
     assert!(shortened.len() < original.len());
@@ -585,4 +559,19 @@ fn the_middleware_folds_a_shortened_summary_from_its_full_text() {
     let requests = scripted.requests.lock().unwrap();
     let previous = requests.last().and_then(|request| request.previous.clone()).expect("a previous summary");
     assert_eq!(previous, full, "the summary folded is the full one, not the one sent");
+}
+
+/// `conversation` compacted to a budget `room` tokens over what `kept` (the messages that
+/// cannot be cut) holds, by estimate, with nothing evicted or clipped; and that budget.
+fn compact_in_room(conversation: &Conversation, kept: &Conversation, room: u64) -> (Compacted, u64) {
+    let limit = count_conversation(Tokenizer::Estimate.counter(), kept) + room;
+    let config = CompactConfig {
+        target: Target::Budget(limit),
+        limit: Some(limit),
+        evict: contextfold::core::evict::EvictConfig { keep_recent: Some(100), ..Default::default() },
+        max_tool_output: ClipLimit::Off,
+        ..CompactConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    (runtime.block_on(Compactor::default().compact(conversation, &config)).expect("compacts"), limit)
 }
