@@ -73,6 +73,14 @@ pub enum Command {
     /// client's ANTHROPIC_BASE_URL at it.
     #[command(after_help = SERVE_HELP)]
     Serve(ServeArgs),
+    /// Serve the store to an agent as MCP tools over standard input and output:
+    /// context_recall (a removed output by its ref, whole or by lines) and context_search.
+    #[command(after_help = MCP_HELP)]
+    Mcp(McpArgs),
+    /// Run Claude Code or Codex through a proxy started for this run, with the recall tools
+    /// registered for this run only; print what the proxy did when the agent exits.
+    #[command(after_help = WRAP_HELP, subcommand_value_name = "AGENT", subcommand_help_heading = "Agents")]
+    Wrap(WrapArgs),
 }
 
 /// Where the store is when no path is given: under the working directory.
@@ -94,6 +102,49 @@ Exit codes:
      that is not a contextfold store, a damaged store, a store that needs an upgrade, an
      unknown ref or session, a store locked by another process past the timeout, a
      PostgreSQL server that cannot be reached or refuses the login";
+
+const MCP_HELP: &str = "\
+An agent starts it as an MCP server (a stdio command), for example Claude Code with
+  claude --mcp-config '{\"mcpServers\":{\"contextfold\":{\"command\":\"contextfold\",\"args\":[\"mcp\"]}}}'
+or Codex with
+  codex -c 'mcp_servers.contextfold.command=\"contextfold\"' -c 'mcp_servers.contextfold.args=[\"mcp\"]'
+(contextfold wrap does this for one run). The model then sees the tools as
+mcp__contextfold__context_recall and mcp__contextfold__context_search, and the proxy's
+pointers, clip markers and summaries name the recall tool so.
+
+context_recall {ref, offset?, limit?} returns the output a pointer names exactly as it was
+stored; a long one comes in parts of whole lines (at most 32,000 characters an answer),
+each headed with the lines shown, the total line count and the offset to pass next.
+context_search {query, session?, limit?} returns snippets with their refs and where they
+are, newest first (at most 50). A bad argument, an unknown ref or a store that cannot be
+read is a tool error with its reason; the server goes on.
+
+The store is opened read-only at the first call, as recall and search open it (--store,
+else CONTEXTFOLD_STORE_URL, else .contextfold/store.db), so the server can start before the
+proxy has written anything. The proxy (contextfold serve) offers the same tools over MCP's
+streamable HTTP transport at /mcp.";
+
+const WRAP_HELP: &str = "\
+  contextfold wrap claude
+  contextfold wrap --window 100k claude -p 'fix the failing test'
+  contextfold wrap --store postgres://me@db/agents codex exec 'add a changelog entry'
+
+The proxy's flags (those of contextfold serve) come before the agent's name; everything
+after it goes to the agent as it is. The proxy listens on a free loopback port for this run
+(--listen, --allow-remote and --auth-token are not used); its log lines go to --log, or
+nowhere, since the agent has the terminal.
+
+Claude Code gets ANTHROPIC_BASE_URL and --mcp-config with `contextfold mcp` (this same
+executable) on the proxy's store, and --allowedTools for the two read-only tools; Codex gets
+-c openai_base_url=... and -c mcp_servers.contextfold.* overrides. Nothing is written to
+the agent's own configuration files. With --no-store no tool is registered: there is
+nothing to recall.
+
+When the agent exits, the proxy stops (after the requests in flight) and one line says
+what it did: calls, compactions, tokens received and sent, and the estimated input cost
+with and without contextfold (prompt caching counted, at the list price of the model
+family; a model of no known family is counted in tokens only). The exit status is the
+agent's (128 + the signal's number when a signal ended it).";
 
 const REPLAY_HELP: &str = "\
 A session is a sequence of LLM calls, one per assistant message: call i sends the system
@@ -192,6 +243,12 @@ sharing one PostgreSQL store (postgres://user@host/db; pool_max_conns=N bounds i
 connections) send the same prefix for a conversation whichever serves it. Secrets are masked
 in what is stored unless --no-redact, and never kept in a conversation's state. --no-store
 keeps everything in memory.
+
+The proxy answers MCP's streamable HTTP transport at /mcp itself (never forwarded, behind
+the token like every request): the tools context_recall and context_search of contextfold
+mcp, on its store, so an agent can fetch back what a pointer names. When a request's tools
+include context_recall (as mcp__SERVER__context_recall), the pointers, clip markers and
+summary written for it name that tool.
 
 One log line per request goes to standard error: session, tokens in → out, what was done,
 the upstream's status, the time. Headers, bodies and query strings are never logged.
@@ -423,6 +480,13 @@ pub enum SessionsAction {
         /// The session's id.
         #[arg(value_name = "ID")]
         id: String,
+    },
+    /// Delete the sessions not written for a while, with their payloads, summaries and
+    /// reports, and the proxy's conversation state not written since; prints what it deleted.
+    Prune {
+        /// How long a session must have gone unwritten to be deleted (`30d`, `12h`, `90m`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: std::time::Duration,
     },
     /// Bring a store written by an older contextfold up to this build's schema (the
     /// reading commands never change a store, so they ask for this).
@@ -767,9 +831,15 @@ pub struct ServeArgs {
     /// Keep conversation state in memory only: nothing is stored.
     #[arg(long)]
     pub no_store: bool,
-    /// The largest request body accepted, in bytes (larger ones get a 413).
-    #[arg(long, value_name = "BYTES", default_value = "33554432", value_parser = clap::value_parser!(u64).range(1..))]
+    /// The largest request body accepted, in bytes (larger ones get a 413). A body is held in
+    /// memory once while it is prepared, so this is about the most one request costs.
+    #[arg(long, value_name = "BYTES", default_value = "536870912", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_body: u64,
+    /// Delete the store's sessions not written for this long (`30d`, `12h`), with their
+    /// payloads, summaries, reports and conversation state: checked at start-up and then
+    /// every tenth of it (at most hourly) [default: keep everything].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain: Option<std::time::Duration>,
     /// Seconds a streaming upstream may stay silent before the stream is cut.
     #[arg(long, value_name = "SECONDS", default_value = "300", value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout: u64,
@@ -779,6 +849,15 @@ pub struct ServeArgs {
     /// Conversations whose state is held at once; the least recently used goes first.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_sessions: u64,
+    /// Seconds a client may take to send a request's headers, counted from when its connection
+    /// is ready for one (opened, or its last answer sent): so also how long an idle keep-alive
+    /// connection stays open.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout: u64,
+    /// The most client connections open at once; more wait to be accepted [default: half the
+    /// open-file limit (`ulimit -n`), at most 4096].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
     /// The per-request log lines: text or json.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
     pub log_format: contextfold_serve::LogFormat,
@@ -786,8 +865,57 @@ pub struct ServeArgs {
     pub counting: CountingArgs,
 }
 
+/// `contextfold mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `contextfold wrap`.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// The agent, and the arguments it gets.
+    #[command(subcommand)]
+    pub agent: Agent,
+    /// The agent's executable [default: claude or codex, found on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub program: Option<PathBuf>,
+    /// Append the proxy's log lines (in --log-format) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The agents `contextfold wrap` runs.
+#[derive(Debug, Subcommand)]
+pub enum Agent {
+    /// Claude Code.
+    Claude(AgentArgs),
+    /// Codex CLI.
+    Codex(AgentArgs),
+}
+
+/// What an agent is given.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Arguments for the agent, passed as they are.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<std::ffi::OsString>,
+}
+
 fn parse_log_format(name: &str) -> Result<contextfold_serve::LogFormat, String> {
     name.parse().map_err(|err| format!("{err}"))
+}
+
+/// A duration as people write one (`30d`, `12h`, `1h 30m`): at least a second.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|err| format!("{err} (write it like 30d, 12h or 90m)"))?;
+    if duration.as_secs() == 0 {
+        return Err("it must be at least a second".into());
+    }
+    Ok(duration)
 }
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
@@ -829,6 +957,27 @@ mod tests {
         for bad in ["", "0", "0k", "m", "1.5m", "-1", "5 mb", "99999999999999999999g"] {
             assert!(parse_bytes(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn wrap_takes_the_proxy_flags_before_the_agent_and_passes_the_rest() {
+        let parsed = |args: &[&str]| match Cli::try_parse_from(args).map(|cli| cli.command) {
+            Ok(Command::Wrap(wrap)) => wrap,
+            other => panic!("{other:?}"),
+        };
+        let wrap =
+            parsed(&["contextfold", "wrap", "--window", "100k", "--no-store", "claude", "-p", "hi", "--window", "x"]);
+        assert_eq!((wrap.serve.window, wrap.serve.no_store), (Some(100_000), true));
+        let Agent::Claude(agent) = wrap.agent else { panic!("claude") };
+        assert_eq!(agent.args, ["-p", "hi", "--window", "x"]);
+        let wrap = parsed(&["contextfold", "wrap", "--store", "s.db", "codex", "exec", "--json", "go"]);
+        assert_eq!(wrap.serve.store, Some(Some(PathBuf::from("s.db"))));
+        assert!(matches!(wrap.agent, Agent::Codex(agent) if agent.args == ["exec", "--json", "go"]));
+        assert!(
+            matches!(parsed(&["contextfold", "wrap", "claude"]).agent, Agent::Claude(agent) if agent.args.is_empty())
+        );
+        assert!(Cli::try_parse_from(["contextfold", "wrap"]).is_err(), "an agent is required");
+        assert!(Cli::try_parse_from(["contextfold", "wrap", "vim"]).is_err(), "only the known agents");
     }
 
     #[test]
@@ -883,7 +1032,7 @@ mod tests {
         assert_eq!(serve.upstream, "https://api.anthropic.com");
         assert_eq!(serve.upstream_openai, "https://api.openai.com/v1");
         assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
-        assert_eq!(serve.max_body, 32 * 1024 * 1024);
+        assert_eq!(serve.max_body, 512 * 1024 * 1024);
         assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));
         assert_eq!(serve.log_format, contextfold_serve::LogFormat::Text);
         assert!(serve.store.is_none() && !serve.no_store && !serve.allow_remote);

@@ -22,27 +22,10 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("contextfold: {}", one_sentence(&err));
+            eprintln!("contextfold: {}", output::one_sentence(&err));
             ExitCode::from(2)
         }
     }
-}
-
-/// The error and its causes as one line, each said once: a cause whose text its parent
-/// already holds (an error that prints its source) is left out.
-fn one_sentence(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
 }
 
 /// A reader that closed our stdout early (`contextfold stats … | head`) is not an error.

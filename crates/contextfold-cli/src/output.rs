@@ -22,6 +22,24 @@ pub fn last_chars(text: &str, width: usize) -> String {
     format!("…{}", &text[start..])
 }
 
+/// The error and its causes as one line, each said once: a cause whose text its parent
+/// already holds (an error that prints its source) is left out. Every error the tool
+/// prints goes through here.
+pub fn one_sentence(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// Prints one JSON value on its own line (JSON Lines).
 pub fn json_line(value: &impl serde::Serialize) -> io::Result<()> {
     let mut stdout = io::stdout().lock();

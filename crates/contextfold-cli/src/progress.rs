@@ -4,7 +4,8 @@
 //! taken [`DELAY`] (so a quick command prints nothing extra). It shows the bytes read of the
 //! file's size, then the phase the work is in (parsing, counting tokens, validating), with a
 //! running count of the text counted. `CONTEXTFOLD_PROGRESS_AFTER_MS` sets the delay (0 shows
-//! the bar at once).
+//! the bar at once). A shown bar is drawn again at once when the phase changes, so each phase
+//! it enters is seen, however short.
 
 use contextfold::core::TokenCounter;
 use contextfold::input::ReadProgress;
@@ -36,7 +37,7 @@ impl Progress {
         let reveal = |bar: &ProgressBar| {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             bar.enable_steady_tick(Duration::from_millis(120));
-            bar.tick();
+            bar.force_draw();
         };
         if delay.is_zero() {
             reveal(&bar);
@@ -68,6 +69,7 @@ impl Progress {
     /// Names the phase the work is in now.
     pub fn phase(&self, phase: &str) {
         self.bar.set_style(style(&format!("{{spinner}} {{prefix}}: {phase} {{elapsed}}")));
+        self.bar.force_draw();
     }
 
     /// `inner`, counting the text it is given on the bar.
@@ -75,6 +77,7 @@ impl Progress {
         self.bar.set_position(0);
         self.bar.unset_length();
         self.bar.set_style(style("{spinner} {prefix}: counting tokens, {bytes} of text counted {elapsed}"));
+        self.bar.force_draw();
         Counting { inner, bar: &self.bar }
     }
 }

@@ -19,6 +19,7 @@ use crate::tokens::{count_block, TokenCounter, BLOCK_OVERHEAD};
 use crate::tools::{classify, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 mod json;
@@ -36,8 +37,11 @@ pub struct ClipConfig {
     pub max_tokens: u64,
     /// The share of the kept tokens taken from the start of the output (the rest from its end).
     pub head_ratio: f64,
-    /// Tell the model it can fetch the full output with the recall tool.
-    pub recall_tool: bool,
+    /// The name of the recall tool the model has, as in
+    /// [`EvictConfig::recall_tool`](crate::evict::EvictConfig::recall_tool): the marker tells
+    /// the model to fetch the full output with it, and that tool's own answers are never
+    /// clipped.
+    pub recall_tool: Option<String>,
     /// Which tool names to recognise, for the restore hint.
     pub preset: Preset,
 }
@@ -48,7 +52,7 @@ impl ClipConfig {
         ClipConfig {
             max_tokens: max_tokens.max(MIN_CLIP_TOKENS),
             head_ratio: 0.6,
-            recall_tool: false,
+            recall_tool: None,
             preset: Preset::Auto,
         }
     }
@@ -284,16 +288,16 @@ fn short_bytes(bytes: usize) -> String {
     }
 }
 
-fn hint(kind: ActionKind, recall_tool: bool) -> &'static str {
-    if recall_tool {
-        return "call context_recall with this ref for the full output";
+fn hint(kind: ActionKind, recall_tool: Option<&str>) -> Cow<'static, str> {
+    if let Some(tool) = recall_tool {
+        return Cow::Owned(format!("call {tool} with this ref for the full output"));
     }
-    match kind {
+    Cow::Borrowed(match kind {
         ActionKind::FileRead => "re-read the file (or a line range of it) for the rest",
         ActionKind::Search => "narrow the search for the rest",
         ActionKind::WebFetch => "fetch the URL again for the rest",
         _ => "re-run the command with narrower output for the rest",
-    }
+    })
 }
 
 /// How many characters of a failed output's telling line a marker holds.
@@ -322,7 +326,7 @@ fn marker(cut: &Cut, kind: ActionKind, config: &ClipConfig, reference: &str) -> 
     let failure = failure.map(|line| format!("; failed: {}", clip_chars(line, FAILURE_CHARS))).unwrap_or_default();
     format!(
         "{CLIP_PREFIX}{what} from the middle of this output{shown}{failure} — {}; ref {reference}]",
-        hint(kind, config.recall_tool)
+        hint(kind, config.recall_tool.as_deref())
     )
 }
 
@@ -450,6 +454,11 @@ pub fn clip(conversation: &mut Conversation, config: &ClipConfig, counter: &dyn 
                 Some(call) => (call.name.clone(), classify(config.preset, &call.name, &call.input).kind),
                 None => ("?".to_string(), ActionKind::Other),
             };
+            // The recall tool's answers are bounded by the tool, and clipping one would send
+            // the model back for what it just fetched.
+            if config.recall_tool.as_deref() == Some(tool.as_str()) {
+                continue;
+            }
             let payload = match content {
                 ToolResultContent::Text(text) => Value::String(text.clone()),
                 ToolResultContent::Blocks(blocks) => Value::Array(blocks.iter().map(Block::to_value).collect()),

@@ -20,6 +20,7 @@ use crate::tokens::{count_block, count_system, count_tools, Thousands, TokenCoun
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// How every pointer starts; text starting with it is never evicted again.
@@ -49,10 +50,13 @@ pub struct EvictConfig {
     /// Clear string arguments of tool calls (e.g. the content of a Write) above this many
     /// tokens, except in the final assistant message.
     pub clear_inputs_over: Option<u64>,
-    /// Pointers tell the model to restore a payload with the `context_recall` tool instead of
-    /// re-running its tool. Only true when the model has that tool and a store keeps the
-    /// payloads; off by default.
-    pub recall_tool: bool,
+    /// The name of the recall tool the model has (`context_recall`, or the name its client
+    /// gives an MCP tool, such as `mcp__contextfold__context_recall`): pointers tell the model
+    /// to restore a payload by calling it with the ref instead of re-running the payload's
+    /// tool. Only set when the model has that tool and a store keeps the payloads; `None` by
+    /// default. A pointer's text is decided when it is written, so a later change of name
+    /// leaves the pointers already sent as they are.
+    pub recall_tool: Option<String>,
 }
 
 impl Default for EvictConfig {
@@ -67,7 +71,7 @@ impl Default for EvictConfig {
             exclude_tools: Vec::new(),
             min_payload_tokens: 64,
             clear_inputs_over: None,
-            recall_tool: false,
+            recall_tool: None,
         }
     }
 }
@@ -244,7 +248,7 @@ fn evict_counted(
         }
         let tokens = counts[choice.message][choice.block];
         let Some(offload) =
-            offload(&conversation.messages[choice.message], choice, tokens, config.recall_tool, counter)
+            offload(&conversation.messages[choice.message], choice, tokens, config.recall_tool.as_deref(), counter)
         else {
             continue;
         };
@@ -507,18 +511,18 @@ fn clip(text: &str, max_chars: usize) -> String {
 
 /// How the model gets a payload back: with the recall tool when it has one, else by redoing
 /// what produced it.
-fn restore_hint(kind: ActionKind, recall_tool: bool) -> &'static str {
-    if recall_tool {
-        return "call context_recall with this ref to restore";
+fn restore_hint(kind: ActionKind, recall_tool: Option<&str>) -> Cow<'static, str> {
+    if let Some(tool) = recall_tool {
+        return Cow::Owned(format!("call {tool} with this ref to restore"));
     }
-    match kind {
+    Cow::Borrowed(match kind {
         ActionKind::FileRead => "re-read the file to restore",
         ActionKind::FileWrite | ActionKind::FileEdit => "read the file to see its current state",
         ActionKind::Search => "re-run the search to restore",
         ActionKind::Shell => "re-run the command to restore",
         ActionKind::WebFetch => "fetch the URL again to restore",
         ActionKind::Other => "re-run the tool to restore",
-    }
+    })
 }
 
 /// What a pointer says about the payload it stands for.
@@ -539,7 +543,7 @@ pub struct Pointed<'a> {
 }
 
 /// The pointer text for a payload; `recall_tool` as in [`EvictConfig::recall_tool`].
-pub fn pointer(pointed: &Pointed, reference: &str, recall_tool: bool) -> String {
+pub fn pointer(pointed: &Pointed, reference: &str, recall_tool: Option<&str>) -> String {
     let action = pointed.action;
     let target = action.target.as_deref().map(|target| format!(" {}", clip(target, 80))).unwrap_or_default();
     let range = action.range.as_deref().map(|range| format!(" [{range}]")).unwrap_or_default();
@@ -559,7 +563,7 @@ fn offload(
     message: &Message,
     choice: Choice,
     tokens: u64,
-    recall_tool: bool,
+    recall_tool: Option<&str>,
     counter: &dyn TokenCounter,
 ) -> Option<Offload> {
     let block = message.content.get(choice.block)?;
@@ -711,12 +715,16 @@ mod tests {
     #[test]
     fn pointers_name_the_recall_tool_when_asked() {
         let steps = [("Read", read("a.rs"), big("a1")), ("Read", read("a.rs"), big("a2"))];
-        let mut conversation = session(&steps);
-        let config = EvictConfig { recall_tool: true, clear_inputs_over: Some(1), ..no_age() };
-        check(&mut conversation, &config);
-        let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
-        let text = result.text();
-        assert!(text.contains("superseded by a later read) — call context_recall with this ref to restore; ref cf-"));
+        let conversation = session(&steps);
+        for tool in ["context_recall", "mcp__contextfold__context_recall"] {
+            let mut conversation = conversation.clone();
+            let config = EvictConfig { recall_tool: Some(tool.into()), clear_inputs_over: Some(1), ..no_age() };
+            check(&mut conversation, &config);
+            let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
+            let text = result.text();
+            let said = format!("superseded by a later read) — call {tool} with this ref to restore; ref cf-");
+            assert!(text.contains(&said), "{text}");
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod boundary;
+pub mod chain;
 pub mod check;
 pub mod clip;
 pub mod conversation;
@@ -45,6 +46,7 @@ pub mod tokens;
 pub mod tools;
 pub mod validate;
 
+pub use chain::HistoryChain;
 pub use conversation::{
     Block, ContentShape, Conversation, Extra, Location, Media, Message, ModelError, Role, System, ToolResult,
     ToolResultContent, ToolUse,

@@ -21,15 +21,30 @@ pub const SUMMARY_PREFIX: &str = "[contextfold: summary of the earlier conversat
 /// The text standing in for folded turns when no summary is given.
 pub const OMITTED_MARKER: &str = "[contextfold: earlier conversation omitted]";
 
-/// The last paragraph of a summary when the model has the recall tool: what compaction
-/// removed can be fetched back. [`split_summary`] leaves it out, so a later summary is not
-/// asked to summarize it.
-pub const RECALL_NOTE: &str = "[contextfold: the full earlier conversation and every offloaded output are kept; \
-call context_recall with a pointer's ref to restore an output, or with a query to search the earlier conversation]";
+/// How the recall note starts, whatever tool it names.
+pub const RECALL_NOTE_PREFIX: &str =
+    "[contextfold: the full earlier conversation and every offloaded output are kept; ";
 
-/// `summary` with the [`RECALL_NOTE`] as its last paragraph.
-pub fn with_recall_note(summary: &str) -> String {
-    format!("{}\n\n{RECALL_NOTE}", summary.trim_end())
+/// The last paragraph of a summary when the model has the recall tool named `tool`: what
+/// compaction removed can be fetched back. [`split_summary`] leaves it out, so a later
+/// summary is not asked to summarize it.
+pub fn recall_note(tool: &str) -> String {
+    format!("{RECALL_NOTE_PREFIX}call {tool} with the ref a pointer shows to restore an output]")
+}
+
+/// `summary` with the [`recall_note`] of `tool` as its last paragraph.
+pub fn with_recall_note(summary: &str, tool: &str) -> String {
+    format!("{}\n\n{}", summary.trim_end(), recall_note(tool))
+}
+
+/// `text` without its last paragraph when that is a recall note (of any tool).
+fn without_recall_note(text: &str) -> &str {
+    match text.rfind(RECALL_NOTE_PREFIX) {
+        Some(start) if text.ends_with(']') && !text[start..].contains('\n') && text[..start].ends_with("\n\n") => {
+            text[..start].trim_end()
+        }
+        _ => text,
+    }
 }
 
 /// A summary block holding `summary` under the marker.
@@ -42,7 +57,7 @@ fn summary_text(block: &Block) -> Option<&str> {
         .as_text()
         .and_then(|text| text.strip_prefix(SUMMARY_PREFIX))
         .map(|rest| rest.strip_prefix('\n').unwrap_or(rest))
-        .map(|text| text.strip_suffix(RECALL_NOTE).map_or(text, str::trim_end))
+        .map(without_recall_note)
 }
 
 /// Whether `message` is a user message carrying a contextfold summary (anywhere in it).
@@ -225,11 +240,14 @@ mod tests {
     #[test]
     fn the_recall_note_is_left_out_when_split() {
         let conversation = conversation();
-        let summary = with_recall_note("did things\n");
-        let out = assemble(&conversation, Some(&summary), &[], &conversation.messages[4..]);
-        let text = out.messages[0].content[0].as_text().unwrap_or_default();
-        assert!(text.ends_with(&format!("did things\n\n{RECALL_NOTE}")), "{text}");
-        assert_eq!(split_summary(&out.messages[0]).expect("a summary").summary, "did things");
+        for tool in ["context_recall", "mcp__cf__context_recall"] {
+            let summary = with_recall_note("did things\n", tool);
+            let out = assemble(&conversation, Some(&summary), &[], &conversation.messages[4..]);
+            let text = out.messages[0].content[0].as_text().unwrap_or_default();
+            assert!(text.ends_with(&format!("did things\n\n{}", recall_note(tool))), "{text}");
+            assert!(recall_note(tool).contains(&format!("call {tool} with the ref")));
+            assert_eq!(split_summary(&out.messages[0]).expect("a summary").summary, "did things");
+        }
     }
 
     #[test]

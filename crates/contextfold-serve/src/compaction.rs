@@ -11,7 +11,7 @@
 //! middleware keeps changes only at a compaction, so that rest is the same text on every
 //! call until the next one, which keeps the provider's prompt cache warm.
 
-use crate::body::join_messages;
+use crate::branches::Branches;
 use crate::secrets::{self, Secrets};
 use crate::state::Record;
 use crate::store::ProxyStore;
@@ -22,9 +22,9 @@ use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
 use contextfold::store::{Put, SessionId, StoreError, StoredState};
 use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_system, count_tools};
-use contextfold_core::{validate, Conversation, Message, Problem, System, TokenLedger};
+use contextfold_core::{validate, Conversation, HistoryChain, Message, Problem, System, TokenLedger};
 use serde_json::Value;
-use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How conversations are compacted, shared by all of them.
 #[derive(Debug, Clone)]
@@ -56,34 +56,13 @@ pub trait Wire: Sync {
     }
 }
 
-/// The Messages API's `messages`: one entry a message; the rewritten ones lose their cache
-/// breakpoints.
-pub struct MessagesWire<'r> {
-    /// The client's messages as it wrote them.
-    pub raw: &'r [&'r str],
-}
-
-impl Wire for MessagesWire<'_> {
-    fn join(&self, rewritten: &[&Message], from: usize) -> String {
-        let rewritten = rewritten.iter().map(|message| {
-            let mut value = message.to_value();
-            strip_cache_control(&mut value);
-            Cow::Owned(value.to_string())
-        });
-        let verbatim = self.raw[from.min(self.raw.len())..].iter().map(|raw| Cow::Borrowed(*raw));
-        join_messages(rewritten.chain(verbatim))
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Anthropic
-    }
-}
-
 /// One request of a conversation, as the compaction needs it.
 #[derive(Clone, Copy)]
 pub struct Request<'r> {
     /// The client's messages.
     pub messages: &'r [Message],
+    /// Their chain, which says which branch of the conversation they continue.
+    pub chain: &'r HistoryChain,
     /// How the API writes them.
     pub wire: &'r dyn Wire,
     /// The system prompt (read when the conversation starts).
@@ -148,11 +127,25 @@ pub struct ConversationState {
     frame: Value,
     /// The store session its compactions go to.
     session: Option<SessionId>,
-    /// The version of the stored state this one is (0: none stored).
-    version: u64,
+    /// The history it covers: how many messages, and their chain link.
+    covers: (usize, u64),
+    /// Tells it from the conversation's other branches.
+    id: u64,
     /// Where the secrets of its record are in the client's requests.
     secrets: Secrets,
 }
+
+/// Which request of which branch an answer is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallId {
+    /// The branch ([`ConversationState::id`]).
+    pub branch: u64,
+    /// The number of the request in that branch.
+    pub call: u64,
+}
+
+/// Numbers the branches of every conversation.
+static BRANCHES: AtomicU64 = AtomicU64::new(1);
 
 impl ConversationState {
     /// A state with `window`, `system` and `tools`: its middleware made by `middleware` from
@@ -166,7 +159,7 @@ impl ConversationState {
     ) -> Result<ConversationState, E> {
         let mut compactor = settings.compactor.clone();
         if let (Some(store), Some(session)) = (store, &session) {
-            compactor = compactor.with_store(store.sessions(), session.clone());
+            compactor = compactor.with_store(store.sessions(), session.clone()).with_session_log();
         }
         let counter = settings.compactor.counter();
         let fixed_tokens = system.as_ref().map_or(0, |system| count_system(counter, system))
@@ -186,7 +179,8 @@ impl ConversationState {
             window,
             frame,
             session,
-            version: 0,
+            covers: (0, HistoryChain::default().last()),
+            id: BRANCHES.fetch_add(1, Ordering::Relaxed),
             secrets: Secrets::default(),
         })
     }
@@ -218,12 +212,13 @@ impl ConversationState {
         let mut secrets = Secrets::default();
         let record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
         let (system, tools) = record.system_and_tools()?;
+        let covers = (record.middleware.source_len(), record.middleware.source_chain());
         let restore = |compactor, config| {
             CompactionMiddleware::restore(compactor, config, record.middleware).map_err(|err| err.to_string())
         };
         let mut state =
             ConversationState::build(settings, Some(store), record.session, (record.window, system, tools), restore)?;
-        state.version = stored.version;
+        state.covers = covers;
         state.secrets = secrets;
         Ok(state)
     }
@@ -239,30 +234,43 @@ impl ConversationState {
         record.to_bytes(&mut self.secrets, request)
     }
 
-    /// Writes this state over the version it came from; `Moved` when another replica wrote
-    /// first. The secrets of its messages are taken out ([`crate::secrets`]): `request` is the
-    /// one just prepared, if any, where they are found. A failure is logged (by the store, when
-    /// it is the store's).
+    /// Writes this state over version `expected` of the conversation's record; `Moved` when
+    /// another replica wrote first. The secrets of its messages are taken out
+    /// ([`crate::secrets`]): `request` is the one just prepared, if any, where they are found. A
+    /// failure is logged (by the store, when it is the store's).
     pub async fn save(
         &mut self,
         store: &ProxyStore,
         key: &str,
+        expected: u64,
         request: Option<secrets::Request<'_>>,
     ) -> Result<Put, StoreError> {
         let bytes = self.record(request).await.map_err(|why| {
             tracing::warn!(error = %why, "contextfold serve: the conversation's state could not be written down");
             StoreError::Invalid(why)
         })?;
-        let put = store.save(key, self.version, bytes).await?;
-        if let Put::Written(version) = put {
-            self.version = version;
-        }
-        Ok(put)
+        store.save(key, expected, bytes).await
     }
 
-    /// The number of the request last prepared.
-    pub fn calls(&self) -> u64 {
-        self.calls
+    /// Whether a history with `chain` continues this branch: it holds every message the
+    /// branch covers, each as it was.
+    pub fn continued_by(&self, chain: &HistoryChain) -> bool {
+        chain.prefix(self.covers.0) == Some(self.covers.1)
+    }
+
+    /// How many messages of the client's history it covers.
+    pub fn covered(&self) -> usize {
+        self.covers.0
+    }
+
+    /// The store session its compactions go to.
+    pub fn session(&self) -> Option<&SessionId> {
+        self.session.as_ref()
+    }
+
+    /// What tells it from the conversation's other branches.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Calibrates the estimate with the provider's count of the input tokens of request
@@ -291,20 +299,20 @@ pub struct Place<'a> {
     pub key: &'a str,
 }
 
-/// Brings `slot` up to the store's version of the conversation: kept when it is that
-/// version, read from the store when another process wrote a newer one (its secrets taken
-/// from `request`).
-async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
+/// Brings `branches` up to the store's version of the conversation: when another process
+/// wrote a newer record and it is the branch `request` continues, it is held in place of this
+/// process's (its secrets taken from `request`); a record of another branch is only noted.
+async fn refresh(branches: &mut Branches, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
     // On failure (logged by the store) it goes on from memory.
     let Ok(version) = store.version(place.key).await else { return };
-    let held = slot.as_ref().map_or(0, |state| state.version);
-    if version == 0 || version == held {
+    if version == 0 || version == branches.version {
         return;
     }
     let Ok(Some(stored)) = store.load(place.key).await else { return };
-    let restored = ConversationState::restore(place.settings, store, &stored, request);
-    match restored {
-        Ok(state) => *slot = Some(state),
+    branches.version = stored.version;
+    match ConversationState::restore(place.settings, store, &stored, request) {
+        Ok(state) if state.continued_by(request.chain) => branches.adopt(state),
+        Ok(_) => {}
         Err(why) => tracing::warn!(error = %why, "contextfold serve: the stored conversation state is not usable"),
     }
 }
@@ -313,46 +321,72 @@ async fn refresh(slot: &mut Option<ConversationState>, place: Place<'_>, store: 
 /// first (only where the store cannot lock, replicas on one SQLite file).
 const ATTEMPTS: usize = 3;
 
-/// Decides what to send for `request`, with the conversation's state in `slot` (created
-/// on its first request, or read from the store when another process went on with it).
-pub async fn prepare(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
-    let Some(store) = place.store else { return prepare_once(slot, place, request).await };
+/// Decides what to send for `request`, with the branch of the conversation it continues
+/// (created when it continues none, or read from the store when another process went on
+/// with it).
+pub async fn prepare(branches: &mut Branches, place: Place<'_>, request: &Request<'_>) -> (Outcome, CallId) {
+    let Some(store) = place.store else {
+        let (outcome, call, _) = prepare_once(branches, place, request).await;
+        return (outcome, call);
+    };
     // Without the lock (the store failed, and said so) the compare-and-swap still guards.
     let _lock = store.lock(place.key).await.ok();
     let mut attempt = 1;
     loop {
-        refresh(slot, place, store, request).await;
-        let fresh = slot.is_none();
-        let outcome = prepare_once(slot, place, request).await;
-        let Some(state) = slot.as_mut() else { return outcome };
-        match state.save(store, place.key, Some(request.secrets())).await {
-            Ok(Put::Written(_)) => return outcome,
+        refresh(branches, place, store, request).await;
+        let (outcome, call, fresh) = prepare_once(branches, place, request).await;
+        let expected = branches.version;
+        let Some(state) = branches.get_mut(call.branch) else { return (outcome, call) };
+        match state.save(store, place.key, expected, Some(request.secrets())).await {
+            Ok(Put::Written(version)) => {
+                branches.version = version;
+                return (outcome, call);
+            }
             Ok(Put::Moved(_)) if attempt < ATTEMPTS => {
                 if let (true, Some(session)) = (fresh, state.session.clone()) {
                     let _ = store.delete_session(session).await;
                 }
-                *slot = None;
+                branches.clear();
                 attempt += 1;
             }
             Ok(Put::Moved(_)) => {
                 // Sent as prepared; the next request reads the store's state again.
-                state.version = 0;
-                return outcome;
+                branches.version = 0;
+                return (outcome, call);
             }
-            Err(_) => return outcome,
+            Err(err) => return (not_stored(outcome, &crate::store::named(store.location(), &err)), call),
         }
     }
 }
 
-/// Decides what to send for `request` with the state in `slot`.
-async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, request: &Request<'_>) -> Outcome {
-    let state = match slot.take() {
-        Some(state) => state,
-        None => ConversationState::new(place, request).await,
+/// `outcome`, whose conversation state the store could not keep: a compaction's note says so
+/// (the store logs the failure itself, at most once a minute).
+fn not_stored(outcome: Outcome, why: &str) -> Outcome {
+    match outcome {
+        Outcome::Rewritten { messages, tokens_before, tokens_after, compaction: Some(note) }
+            if !note.contains("not stored") =>
+        {
+            let compaction = Some(format!("{note}; not stored: {why}"));
+            Outcome::Rewritten { messages, tokens_before, tokens_after, compaction }
+        }
+        outcome => outcome,
+    }
+}
+
+/// Decides what to send for `request` with the branch it continues, or a new one; and
+/// whether the branch is new.
+async fn prepare_once(branches: &mut Branches, place: Place<'_>, request: &Request<'_>) -> (Outcome, CallId, bool) {
+    let (state, fresh) = match branches.take_continued(request.chain) {
+        Some(state) => (state, false),
+        None => (ConversationState::new(place, request).await, true),
     };
-    let state = slot.insert(state);
+    let state = branches.put(state);
     state.calls += 1;
-    let prepared = state.middleware.prepare(request.messages, &[]).await;
+    let call = CallId { branch: state.id, call: state.calls };
+    // The tools a request carries name the recall tool when an MCP client has connected it.
+    state.middleware.set_recall_tool(request.tools.and_then(crate::mcp::recall_tool_name));
+    let prepared = state.middleware.prepare_with_chain(request.messages, request.chain, &[]).await;
+    state.covers = (request.messages.len(), request.chain.last());
     let compaction = prepared.event.as_ref().map(|event| match &event.store_error {
         Some(error) => format!("{}; not stored: {error}", event.strategy),
         None => event.strategy.to_string(),
@@ -364,18 +398,20 @@ async fn prepare_once(slot: &mut Option<ConversationState>, place: Place<'_>, re
     let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(client.len()) } else { 0 };
     let kept = same + kept_tail(&sent[..sent.len() - same], &client[..client.len() - same]);
     if kept == sent.len() && kept == client.len() {
-        return Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
+        let outcome = Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
+        return (outcome, call, fresh);
     }
     let conversation = Conversation { messages: prepared.messages(), ..Default::default() };
     if let Some(problem) = request.wire.problems(&conversation).into_iter().next() {
-        return Outcome::Refused { why: problem.to_string() };
+        return (Outcome::Refused { why: problem.to_string() }, call, fresh);
     }
-    Outcome::Rewritten {
+    let outcome = Outcome::Rewritten {
         messages: request.wire.join(&sent[..sent.len() - kept], request.messages.len() - kept),
         tokens_before: state.fixed_tokens + state.client.sync(request.messages),
         tokens_after: prepared.request_tokens,
         compaction,
-    }
+    };
+    (outcome, call, fresh)
 }
 
 /// How many of the newest messages `sent` and `client` share, by content (cache
@@ -387,40 +423,4 @@ fn kept_tail(sent: &[&Message], client: &[Message]) -> usize {
         .zip(client.iter().rev())
         .take_while(|(sent, client)| **sent == *client || message_fingerprint(sent) == message_fingerprint(client))
         .count()
-}
-
-/// Removes `cache_control` from a message's blocks, and from the blocks of its tool results.
-fn strip_cache_control(message: &mut Value) {
-    fn strip_blocks(blocks: &mut Value) {
-        let Some(blocks) = blocks.as_array_mut() else { return };
-        for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
-            block.remove("cache_control");
-            if let Some(inner) = block.get_mut("content") {
-                strip_blocks(inner);
-            }
-        }
-    }
-    if let Some(content) = message.get_mut("content") {
-        strip_blocks(content);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn breakpoints_go_from_every_block() {
-        let mut message = json!({"role": "user", "content": [
-            {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
-            {"type": "tool_result", "tool_use_id": "t", "cache_control": {"type": "ephemeral"},
-             "content": [{"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}]}
-        ]});
-        strip_cache_control(&mut message);
-        assert!(!message.to_string().contains("cache_control"), "{message}");
-        let mut plain = json!({"role": "user", "content": "hi"});
-        strip_cache_control(&mut plain);
-        assert_eq!(plain, json!({"role": "user", "content": "hi"}));
-    }
 }

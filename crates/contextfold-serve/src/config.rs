@@ -13,8 +13,12 @@ pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
 /// Where it forwards OpenAI requests by default (a base URL that ends in the API version,
 /// as OpenAI clients' do).
 pub const DEFAULT_UPSTREAM_OPENAI: &str = "https://api.openai.com/v1";
-/// The largest request body by default: 32 MiB, the Messages API's own limit.
-pub const DEFAULT_MAX_BODY: usize = 32 * 1024 * 1024;
+/// The largest request body by default: 512 MiB. A client that never compacts its own
+/// history (the proxy answers with the usage of the compacted request) sends it whole on
+/// every call, past the API's own 32 MiB limit after hours; what goes upstream is the
+/// compacted request. A body is held once in memory while it is prepared, so this is also
+/// about the most one request can cost.
+pub const DEFAULT_MAX_BODY: usize = 512 * 1024 * 1024;
 /// Tokens kept free for the answer by default (as `compact`).
 pub const DEFAULT_RESERVE: u64 = 16_000;
 /// Conversations whose state is held at once by default.
@@ -24,6 +28,11 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1_000;
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a streaming upstream may stay silent by default.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a client may take to send a request's headers by default, counted from when its
+/// connection is ready for one (opened, or its last answer sent).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The shortest proxy token accepted: one a guess cannot find.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// How the per-request log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -88,11 +97,21 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// Conversations whose state is held at once; the least recently used goes first.
     pub max_sessions: usize,
+    /// How long a client may take to send a request's headers, counted from when its
+    /// connection is ready for one (opened, or its last answer sent): so also how long a
+    /// keep-alive connection may stay idle.
+    pub header_timeout: Duration,
+    /// The most client connections open at once (more wait to be accepted); by default half
+    /// the process's open-file limit, at most 4,096.
+    pub max_connections: usize,
     /// The store (a SQLite file or a PostgreSQL database) each conversation's compactions
     /// are kept in; `None` keeps state in memory only. Opened once, when the proxy binds.
     pub store: Option<StoreLocation>,
     /// How the per-request log lines are written.
     pub log_format: LogFormat,
+    /// Sessions of the store not written for this long are deleted (checked at start-up and
+    /// then every tenth of it, at most hourly); `None` keeps them.
+    pub retain: Option<Duration>,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -112,6 +131,9 @@ impl std::fmt::Debug for ServeConfig {
             .field("upstream_timeout", &self.upstream_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_sessions", &self.max_sessions)
+            .field("header_timeout", &self.header_timeout)
+            .field("retain", &self.retain)
+            .field("max_connections", &self.max_connections)
             .field("store", &self.store.as_ref().map(ToString::to_string))
             .field("log_format", &self.log_format)
             .finish()
@@ -135,6 +157,9 @@ impl Default for ServeConfig {
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            retain: None,
+            max_connections: crate::server::default_max_connections(),
             store: None,
             log_format: LogFormat::Text,
         }
@@ -154,6 +179,15 @@ pub enum ConfigError {
     /// An empty token.
     #[error("the proxy token is empty; give --auth-token (or CONTEXTFOLD_AUTH_TOKEN) a value")]
     EmptyToken,
+    /// A token too short, or with spaces or control characters, to be a secret.
+    #[error("the proxy token must be at least {MIN_TOKEN_LEN} printable characters without spaces (it has {0}); use a long random one, e.g. `openssl rand -hex 24`")]
+    WeakToken(usize),
+    /// No room for connections.
+    #[error("--max-connections must be at least 1")]
+    NoConnections,
+    /// A header timeout of zero.
+    #[error("--header-timeout must be above zero")]
+    HeaderTimeout,
     /// An upstream that is not an http(s) URL of a host.
     #[error("the upstream `{url}` is not usable: {why}")]
     Upstream {
@@ -181,8 +215,18 @@ pub enum ConfigError {
 impl ServeConfig {
     /// Checks the settings that cannot work together, before anything is bound.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if self.auth_token.as_deref() == Some("") {
-            return Err(ConfigError::EmptyToken);
+        match self.auth_token.as_deref() {
+            Some("") => return Err(ConfigError::EmptyToken),
+            Some(token) if token.chars().count() < MIN_TOKEN_LEN || !token.chars().all(|c| c.is_ascii_graphic()) => {
+                return Err(ConfigError::WeakToken(token.chars().count()));
+            }
+            _ => {}
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::NoConnections);
+        }
+        if self.header_timeout.is_zero() {
+            return Err(ConfigError::HeaderTimeout);
         }
         if !self.listen.ip().is_loopback() {
             if !self.allow_remote {

@@ -31,6 +31,16 @@ impl ProxyError {
         }
     }
 
+    /// 400: a path the proxy does not forward (`why` says what is wrong with it).
+    pub fn bad_path(why: &str) -> ProxyError {
+        ProxyError {
+            status: StatusCode::BAD_REQUEST,
+            kind: "invalid_request_error",
+            code: "invalid_path",
+            message: format!("contextfold serve refuses this path: {why}"),
+        }
+    }
+
     /// 401: the proxy token is missing or wrong.
     pub fn unauthorized() -> ProxyError {
         ProxyError {

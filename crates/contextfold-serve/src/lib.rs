@@ -34,8 +34,11 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod api;
+mod app;
 mod background;
 mod body;
+mod branches;
 mod compaction;
 pub mod config;
 mod conversations;
@@ -44,24 +47,28 @@ mod forward;
 mod headers;
 mod known;
 mod log;
-mod openai;
+pub mod mcp;
 mod parsed;
 mod preamble;
 mod prepare;
 mod proxy;
 mod relay;
+mod retention;
 mod route;
+pub mod savings;
 mod secrets;
+mod server;
 mod session;
 mod split;
 mod state;
 mod store;
 mod usage;
 pub mod window;
+mod workers;
 
 pub use config::{ConfigError, LogFormat, ServeConfig, UnknownLogFormat};
 pub use headers::{SESSION_HEADER, SWITCH_HEADER, TOKEN_HEADER};
-pub use log::init_logging;
+pub use log::{init_logging, init_logging_to};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -86,9 +93,6 @@ pub enum ServeError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] store::OpenError),
-    /// The server failed while running.
-    #[error("the server stopped: {0}")]
-    Serve(std::io::Error),
 }
 
 /// Counts of what the proxy did, since it started.
@@ -100,6 +104,8 @@ pub struct Stats {
     resent: AtomicU64,
     untouched: AtomicU64,
     conversations: AtomicU64,
+    preparing: Arc<AtomicU64>,
+    savings: savings::Savings,
 }
 
 impl Stats {
@@ -138,6 +144,11 @@ impl Stats {
         self.resent.load(Ordering::Relaxed)
     }
 
+    /// Large requests being prepared (or waiting for their turn) on the workers' pool.
+    pub fn preparing(&self) -> u64 {
+        self.preparing.load(Ordering::Relaxed)
+    }
+
     /// Conversations whose state is held (as of the last conversation request).
     pub fn conversations(&self) -> u64 {
         self.conversations.load(Ordering::Relaxed)
@@ -145,6 +156,11 @@ impl Stats {
 
     fn set_conversations(&self, held: usize) {
         self.conversations.store(held as u64, Ordering::Relaxed);
+    }
+
+    /// Calls, compactions, tokens and estimated costs with and without contextfold.
+    pub fn savings(&self) -> &savings::Savings {
+        &self.savings
     }
 
     /// Conversation requests forwarded as they came for a reason of their own (compaction
@@ -158,7 +174,9 @@ impl Stats {
 /// A bound proxy, ready to run.
 pub struct Proxy {
     listener: tokio::net::TcpListener,
-    app: Arc<proxy::App>,
+    app: Arc<app::App>,
+    limits: server::Limits,
+    retain: Option<std::time::Duration>,
 }
 
 impl Proxy {
@@ -174,7 +192,8 @@ impl Proxy {
             Some(location) => Some(store::ProxyStore::open(location).await?),
             None => None,
         };
-        let app = proxy::App {
+        let stats = Arc::new(Stats::default());
+        let app = app::App {
             upstream,
             openai,
             settings: compaction::Settings {
@@ -188,15 +207,18 @@ impl Proxy {
             parsed: conversations::Conversations::new(config.max_sessions),
             known: known::KnownLists::new(config.max_sessions),
             preambles: preamble::Preambles::default(),
+            mcp: mcp::Endpoint::new(store.as_ref(), config.allow_remote),
             store,
             token: config.auth_token.clone(),
             max_body: config.max_body,
             idle_timeout: config.idle_timeout,
             log_format: config.log_format,
-            stats: Arc::new(Stats::default()),
+            workers: workers::Workers::for_this_machine(stats.preparing.clone()),
+            stats,
             background: background::Background::default(),
         };
-        Ok(Proxy { listener, app: Arc::new(app) })
+        let limits = server::Limits { header_timeout: config.header_timeout, max_connections: config.max_connections };
+        Ok(Proxy { listener, app: Arc::new(app), limits, retain: config.retain })
     }
 
     /// The address it listens on (the port the system chose, for port 0).
@@ -228,16 +250,17 @@ impl Proxy {
     /// Serves until `shutdown` resolves, then stops accepting and waits for the requests in
     /// flight (streams included) to finish, and for what their answers write back.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-        use axum::serve::ListenerExt;
         let background = self.app.background.clone();
+        let limits = self.limits;
+        let retention = match (&self.app.store, self.retain) {
+            (Some(store), Some(retain)) => Some(tokio::spawn(retention::prune(store.clone(), retain))),
+            _ => None,
+        };
         let router = axum::Router::new().fallback(proxy::handle).with_state(self.app);
-        // Small stream frames go out at once.
-        let listener = self.listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown).await.map_err(ServeError::Serve);
+        server::serve(self.listener, router, limits, shutdown).await;
+        retention.inspect(tokio::task::JoinHandle::abort);
         background.drain().await;
-        served
+        Ok(())
     }
 }
 

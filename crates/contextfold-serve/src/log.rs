@@ -3,6 +3,7 @@
 //! so no key or token can be.
 
 use crate::config::LogFormat;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the proxy did with a request's messages.
@@ -21,6 +22,8 @@ pub enum Action {
     Untouched,
     /// Answered by the proxy itself (bad body, no token, upstream down).
     Refused,
+    /// A call of the recall tools at `/mcp`, answered by the proxy from its store.
+    Mcp,
 }
 
 impl Action {
@@ -32,13 +35,15 @@ impl Action {
             Action::Resent => "resent",
             Action::Untouched => "untouched",
             Action::Refused => "refused",
+            Action::Mcp => "mcp",
         }
     }
 }
 
 /// The log line of one request, filled in as it goes and written once, when its response
-/// ends (or fails, or the client leaves).
-#[derive(Debug, Clone)]
+/// ends (or fails, or the client leaves): a line dropped unwritten, because the client left
+/// before the answer began, is written as it is dropped.
+#[derive(Debug)]
 pub struct RequestLog {
     format: LogFormat,
     started: Instant,
@@ -62,8 +67,42 @@ pub struct RequestLog {
     pub note: Option<String>,
     /// The status the client got.
     pub status: u16,
+    /// The request's model, when it names one.
+    pub model: Option<String>,
+    /// The counts the line is added to when it is written ([`crate::Stats::savings`]).
+    pub tally: Option<Arc<crate::Stats>>,
     first_byte: Option<Duration>,
     bytes: u64,
+    written: bool,
+}
+
+/// The longest text a line shows of what it names (a path, a model, a note).
+const MAX_SHOWN: usize = 300;
+
+/// `text` as a line may show it: control characters escaped, so nothing forges a line, and
+/// cut to [`MAX_SHOWN`] characters.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    for (count, c) in text.chars().enumerate() {
+        if count == MAX_SHOWN {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Drop for RequestLog {
+    fn drop(&mut self) {
+        if !self.written {
+            self.write("client closed before the answer");
+        }
+    }
 }
 
 impl RequestLog {
@@ -82,8 +121,11 @@ impl RequestLog {
             action: Action::Forwarded,
             note: None,
             status: 0,
+            model: None,
+            tally: None,
             first_byte: None,
             bytes: 0,
+            written: false,
         }
     }
 
@@ -95,7 +137,15 @@ impl RequestLog {
 
     /// Writes the line; `end` says how the response ended (`complete`, `cut: …`,
     /// `client closed`).
-    pub fn emit(&self, end: &str) {
+    pub fn emit(mut self, end: &str) {
+        self.write(end);
+    }
+
+    fn write(&mut self, end: &str) {
+        self.written = true;
+        if let Some(stats) = &self.tally {
+            stats.savings().record(self);
+        }
         let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
         let total_ms = ms(self.started.elapsed());
         let first_byte_ms = self.first_byte.map(ms);
@@ -103,15 +153,16 @@ impl RequestLog {
             LogFormat::Json => tracing::info!(
                 target: "contextfold_serve",
                 method = %self.method,
-                path = %self.path,
+                path = %shown(&self.path),
                 session = self.session.as_deref(),
                 conversation = self.conversation.as_deref(),
+                model = self.model.as_deref().map(shown),
                 stream = self.stream,
                 tokens_in = self.tokens_in,
                 tokens_out = self.tokens_out,
                 action = self.action.name(),
                 compacted = self.action == Action::Compacted,
-                note = self.note.as_deref(),
+                note = self.note.as_deref().map(shown),
                 status = self.status,
                 first_byte_ms,
                 total_ms,
@@ -126,12 +177,15 @@ impl RequestLog {
     }
 
     fn text_line(&self, end: &str, total_ms: f64, first_byte_ms: Option<f64>) -> String {
-        let mut line = format!("{} {}", self.method, self.path);
+        let mut line = format!("{} {}", self.method, shown(&self.path));
         if let Some(session) = &self.session {
             line += &format!(" session={session}");
         }
         if let Some(conversation) = &self.conversation {
             line += &format!(" conversation={conversation}");
+        }
+        if let Some(model) = &self.model {
+            line += &format!(" model={}", shown(model));
         }
         if self.stream {
             line += " stream";
@@ -143,9 +197,12 @@ impl RequestLog {
         }
         line += &format!(" {}", self.action.name());
         if let Some(note) = &self.note {
-            line += &format!(" ({note})");
+            line += &format!(" ({})", shown(note));
         }
-        line += &format!(" status {} in {total_ms} ms", self.status);
+        match self.status {
+            0 => line += &format!(" no answer in {total_ms} ms"),
+            status => line += &format!(" status {status} in {total_ms} ms"),
+        }
         if let Some(first_byte_ms) = first_byte_ms {
             line += &format!(" (first byte {first_byte_ms} ms)");
         }
@@ -159,7 +216,20 @@ impl RequestLog {
 /// Sends `tracing` events of level info and above to standard error, one line each: the
 /// per-request lines as text, or as JSON objects with the fields at the top level.
 pub fn init_logging(format: LogFormat) {
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(tracing::Level::INFO);
+    init_logging_with(format, std::io::stderr);
+}
+
+/// [`init_logging`] to `file` instead of standard error (a program that shares the terminal
+/// with another, as `contextfold wrap` does with the agent).
+pub fn init_logging_to(format: LogFormat, file: std::fs::File) {
+    init_logging_with(format, std::sync::Mutex::new(file));
+}
+
+fn init_logging_with<W>(format: LogFormat, writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt().with_writer(writer).with_max_level(tracing::Level::INFO);
     // A second call (tests, embedding programs) keeps the first subscriber.
     let _ = match format {
         LogFormat::Text => builder.with_ansi(false).try_init(),
@@ -189,5 +259,17 @@ mod tests {
              (evict+summarize) status 200 in 812 ms (first byte 310.5 ms)"
         );
         assert!(log.text_line("client closed", 1.0, None).ends_with("status 200 in 1 ms, client closed"));
+        log.written = true;
+    }
+
+    #[test]
+    fn what_a_line_names_is_escaped_and_bounded() {
+        let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
+        log.note = Some(format!("a\nPOST /forged status 200{}", "x".repeat(5_000_000)));
+        let line = log.text_line("complete", 1.0, None);
+        assert!(!line.contains('\n'), "no line is forged");
+        assert!(line.contains("a\\nPOST /forged"));
+        assert!(line.len() < 1_000, "{}", line.len());
+        log.written = true;
     }
 }

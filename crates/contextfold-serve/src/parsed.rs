@@ -5,10 +5,12 @@
 //! history each time. A hash of each message's raw text, by position, says which messages
 //! are as the last request had them; only the others are read. A message whose text is one
 //! read before is also known to be JSON, so only the others are checked ([`Unchecked`]).
+//! The history's [`HistoryChain`] is kept the same way, so which conversation state a
+//! request continues is known from its new messages alone.
 
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::known::EntryKey;
-use contextfold_core::{Block, Message, ModelError};
+use contextfold_core::{Block, HistoryChain, Message};
 use serde_json::Value;
 
 /// The messages of a conversation's last request, read into the model.
@@ -17,6 +19,8 @@ pub struct ParsedHistory {
     /// The key of each message's raw text.
     keys: Vec<EntryKey>,
     messages: Vec<Message>,
+    /// The chain of `messages`.
+    chain: HistoryChain,
     /// The first message holding the server's `compaction` block, if one does.
     first_compaction: Option<usize>,
 }
@@ -28,6 +32,8 @@ pub struct Read<'a, 'h> {
     pub body: RequestBody<'a>,
     /// Its messages in the model.
     pub messages: &'h [Message],
+    /// Their chain.
+    pub chain: &'h HistoryChain,
     /// Whether one of them holds the server's `compaction` block (the server folded the
     /// history before it).
     pub server_compacted: bool,
@@ -38,8 +44,9 @@ pub struct Read<'a, 'h> {
 pub enum Unreadable {
     /// The body is not JSON: it is refused, and nothing is forwarded.
     Body(BodyError),
-    /// A message is JSON but not one the model reads: the body goes out as it came.
-    Message(ModelError),
+    /// A message is JSON but not one the model reads: the body goes out as it came, with this
+    /// note, which names where and never quotes the message.
+    Message(String),
 }
 
 impl ParsedHistory {
@@ -50,18 +57,21 @@ impl ParsedHistory {
         let same = self.keys.iter().zip(keys).take_while(|(held, new)| held == new).count();
         self.keys.truncate(same);
         self.messages.truncate(same);
+        self.chain.truncate(same);
         self.first_compaction = self.first_compaction.filter(|&index| index < same);
         for (index, key) in keys.iter().enumerate().skip(same) {
             let message = read_message(&body, index)?;
             if self.first_compaction.is_none() && holds_compaction(&message) {
                 self.first_compaction = Some(index);
             }
+            self.chain.push(&message);
             self.messages.push(message);
             self.keys.push(*key);
         }
         let count = keys.len();
         let body = body.check_from(count).map_err(Unreadable::Body)?;
-        Ok(Read { body, messages: &self.messages, server_compacted: self.first_compaction.is_some() })
+        let server_compacted = self.first_compaction.is_some();
+        Ok(Read { body, messages: &self.messages, chain: &self.chain, server_compacted })
     }
 }
 
@@ -79,16 +89,27 @@ pub fn read_message(body: &Unchecked<'_>, index: usize) -> Result<Message, Unrea
     let raw = body.entries().get(index).copied().unwrap_or("null");
     let value: Value = match serde_json::from_str(raw) {
         Ok(value) => value,
-        Err(_) => match body.refusal() {
-            Some(refused) => return Err(Unreadable::Body(refused)),
-            // JSON to the parser, but no value (a lone surrogate escape): not a message.
-            None => Value::Null,
-        },
+        Err(_) => {
+            return Err(match body.refusal() {
+                Some(refused) => Unreadable::Body(refused),
+                // JSON to the parser, but no value: a lone surrogate escape, a number past f64.
+                None => Unreadable::Message(format!(
+                    "message {index} holds JSON the compaction cannot hold as a value (a lone surrogate escape or a \
+                     number out of range)"
+                )),
+            });
+        }
     };
     Message::from_value(value, index).map_err(|err| match body.checked_from(index + 1) {
-        Ok(()) => Unreadable::Message(err),
+        Ok(()) => Unreadable::Message(cannot_read(&err.location)),
         Err(refused) => Unreadable::Body(refused),
     })
+}
+
+/// The note of a message the model cannot read at `location`: where, never what (a request's
+/// text does not reach the log).
+pub fn cannot_read(location: &impl std::fmt::Display) -> String {
+    format!("{location} is not in a shape the compaction reads (`contextfold validate` on the request says why)")
 }
 
 #[cfg(test)]
@@ -100,7 +121,7 @@ mod tests {
         format!("{{\"messages\":[{}]}}", texts.join(","))
     }
 
-    fn fresh(texts: &[String]) -> Result<Vec<Message>, ModelError> {
+    fn fresh(texts: &[String]) -> Result<Vec<Message>, contextfold_core::ModelError> {
         texts
             .iter()
             .enumerate()
@@ -123,8 +144,8 @@ mod tests {
         let good = vec![message("user", "a"), message("assistant", "b")];
         let mut bad = good.clone();
         bad.push(r#"{"role":"user"}"#.to_string());
-        let Err(Unreadable::Message(err)) = read(&mut held, &body(&bad)) else { panic!("read") };
-        assert!(err.to_string().contains("message 2"), "{err}");
+        let Err(Unreadable::Message(note)) = read(&mut held, &body(&bad)) else { panic!("read") };
+        assert!(note.starts_with("message 2 "), "{note}");
         let mut next = good.clone();
         next.push(message("user", "c"));
         assert_eq!(read(&mut held, &body(&next)).unwrap(), fresh(&next).unwrap());

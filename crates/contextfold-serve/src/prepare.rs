@@ -4,16 +4,18 @@
 //! the request's log line. An API's module only reads its body into a [`Request`] and an
 //! [`Identity`].
 
+use crate::app::App;
 use crate::body::{BodyError, RequestBody, Unchecked};
-use crate::compaction::{self, ConversationState, Outcome, Place, Request};
+use crate::branches::Branches;
+use crate::compaction::{self, Outcome, Place, Request};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
-use crate::proxy::App;
 use crate::session::Identity;
 use crate::usage::{Observer, OnUsage};
 use axum::http::header;
 use axum::http::request::Parts;
 use bytes::Bytes;
+use contextfold::store::Put;
 
 /// The body to send, and what to learn from its answer.
 pub type Prepared = (Bytes, Option<Observer>);
@@ -35,16 +37,23 @@ pub fn open<'b>(
     log: &mut RequestLog,
     list: &'static str,
 ) -> Result<Opened<'b>, BodyError> {
-    if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|encoding| encoding != "identity") {
+    if parts.headers.get_all(header::CONTENT_ENCODING).iter().any(|encoding| !is_identity(encoding.as_bytes())) {
         return Ok(Opened::Send(untouched(app, log, "the body is compressed", bytes.clone())));
     }
     let body = Unchecked::read(bytes, list, |first| app.known.find(first))?;
     log.stream = body.streams();
+    log.model = body.value("model").and_then(|model| model.as_str().map(str::to_string));
     if compaction_off(&parts.headers) {
         body.checked_from(0)?;
         return Ok(Opened::Send(untouched(app, log, "x-contextfold: off", bytes.clone())));
     }
     Ok(Opened::Read(body))
+}
+
+/// Whether a `Content-Encoding` value says the body is as it is (`identity`, any case, alone
+/// or listed).
+fn is_identity(encoding: &[u8]) -> bool {
+    encoding.split(|&byte| byte == b',').all(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"identity"))
 }
 
 /// Runs the compaction of `identity`'s conversation for `request` and returns the bytes to
@@ -69,20 +78,23 @@ pub async fn compact(
     let key = crate::state::key(identity.conversation);
     let place = Place { settings: &app.settings, store: app.store.as_ref(), name: &name, key: &key };
     let (outcome, call) = {
-        let mut state = slot.lock().await;
-        let outcome = compaction::prepare(&mut state, place, &request).await;
-        (outcome, state.as_ref().map_or(0, ConversationState::calls))
+        let mut branches = slot.lock().await;
+        compaction::prepare(branches.get_or_insert_with(Branches::default), place, &request).await
     };
     let store = app.store.clone();
     let background = app.background.clone();
     let report: OnUsage = Box::new(move |tokens| {
         background.spawn(async move {
             let mut guard = slot.lock().await;
-            let Some(state) = guard.as_mut() else { return };
+            let Some(branches) = guard.as_mut() else { return };
+            let expected = branches.version;
+            let Some(state) = branches.get_mut(call.branch) else { return };
             // The calibration reaches the store too, unless another replica went on first.
-            if state.observe_usage(call, tokens) {
+            if state.observe_usage(call.call, tokens) {
                 if let Some(store) = &store {
-                    let _ = state.save(store, &key, None).await;
+                    if let Ok(Put::Written(version)) = state.save(store, &key, expected, None).await {
+                        branches.version = version;
+                    }
                 }
             }
         });

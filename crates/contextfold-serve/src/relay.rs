@@ -23,12 +23,16 @@ use tokio::time::{Instant, Sleep};
 /// answer states them.
 pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog, observer: Option<Observer>) -> Response {
     let status = response.status();
+    let head = log.method == "HEAD";
     log.status = status.as_u16();
     let headers = client_response(response.headers());
     let readable = status.is_success() && !headers.contains_key(axum::http::header::CONTENT_ENCODING);
     let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
     let usage = observer.filter(|_| readable).and_then(|observer| UsageProbe::new(content_type, observer));
+    // No body comes for HEAD, 204 and 304; the server then never polls the relay.
+    let bodiless = head || matches!(status.as_u16(), 204 | 304) || response.content_length() == Some(0);
     let body = Relay {
+        bodiless,
         remaining: response.content_length(),
         inner: response.bytes_stream().boxed(),
         idle,
@@ -45,6 +49,8 @@ pub fn relay(response: reqwest::Response, idle: Duration, mut log: RequestLog, o
 
 /// The body of a relayed response.
 struct Relay {
+    /// Whether the answer has no body, so that its end is its headers.
+    bodiless: bool,
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
     /// Bytes still to come, when the upstream said how many (the server stops polling a
     /// body of known length once it has them all).
@@ -123,6 +129,6 @@ impl Stream for Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        self.end("client closed");
+        self.end(if self.bodiless { "complete" } else { "client closed" });
     }
 }

@@ -82,6 +82,22 @@ impl Route {
     }
 }
 
+/// Why `path` is not forwarded, if it is not: a `.` or `..` segment, written plainly or
+/// percent-encoded, would be resolved by the upstream's URL and reach past its base path (or
+/// around the route that compacts); an encoded `/` or `\\` hides a segment the same way.
+pub fn unsafe_path(path: &str) -> Option<&'static str> {
+    for segment in path.split('/') {
+        let lower = segment.to_ascii_lowercase();
+        if lower.contains("%2f") || lower.contains("%5c") || segment.contains('\\') {
+            return Some("a segment holds an encoded `/` or a `\\`");
+        }
+        if matches!(lower.replace("%2e", ".").as_str(), "." | "..") {
+            return Some("it has a `.` or `..` segment; send the path it stands for");
+        }
+    }
+    None
+}
+
 /// Whether `path` is `prefix` or below it.
 fn is_under(path: &str, prefix: &str) -> bool {
     path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
@@ -91,6 +107,28 @@ fn is_under(path: &str, prefix: &str) -> bool {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn dot_segments_plain_or_encoded_are_refused() {
+        for path in [
+            "/../admin",
+            "/%2e%2e/admin",
+            "/v1/x/../messages",
+            "/v1/./messages",
+            "/%2E./x",
+            "/v1/.%2e",
+            "/a%2f..%2fb",
+            "/a%5C..",
+            "/a\\..\\b",
+            "/..",
+        ] {
+            assert!(unsafe_path(path).is_some(), "{path}");
+        }
+        for path in ["/", "/v1/messages", "/v1/messages/count_tokens", "/v1/files/file-..abc", "/a/.b/c..", "/%2e%2ex"]
+        {
+            assert_eq!(unsafe_path(path), None, "{path}");
+        }
+    }
 
     #[test]
     fn paths_and_headers_pick_the_api() {

@@ -4,7 +4,9 @@
 //! `x-contextfold-session`, then the session part of `metadata.user_id` (Claude Code's
 //! `…_session_<id>`, or a JSON string with a `session_id`). Otherwise it is a hash of the
 //! system prompt, less a block that changes on every request (Claude Code's
-//! `x-anthropic-billing-header` line), and the first message. One session may hold several
+//! `x-anthropic-billing-header` line), the first message and the client's credential (a hash
+//! of its `x-api-key` or `Authorization`, never the value: two users of one proxy never
+//! share a conversation, even when their histories agree). One session may hold several
 //! conversations at once (an agent and its sub-agents), so the state is keyed by the
 //! session and the conversation's first message.
 //!
@@ -57,7 +59,7 @@ pub fn identify(
         .filter(|id| !id.is_empty())
         .map(str::to_string)
         .or_else(|| metadata.and_then(metadata_session));
-    keyed(named, system, messages)
+    keyed(named, headers, system, messages)
 }
 
 /// The identity of an OpenAI request with these headers, body fields (`prompt_cache_key`,
@@ -71,23 +73,31 @@ pub fn identify_openai(
     let from_header = headers.get(SESSION_HEADER).and_then(|value| value.to_str().ok()).map(str::to_string);
     let from_body = named_by_body.iter().flatten().filter_map(|value| value.as_str().map(str::to_string));
     let named = from_header.into_iter().chain(from_body).map(|id| id.trim().to_string()).find(|id| !id.is_empty());
-    keyed(named, system, messages)
+    keyed(named, headers, system, messages)
 }
 
 /// The identity of the conversation starting with `messages` in the session `named`, or in a
-/// session named by the hash of the system prompt and first message.
-fn keyed(named: Option<String>, system: Option<&System>, messages: &[Message]) -> Identity {
+/// session named by the hash of the system prompt, the first message and the credential in
+/// `headers`.
+fn keyed(named: Option<String>, headers: &HeaderMap, system: Option<&System>, messages: &[Message]) -> Identity {
     let first = messages.first().map_or(0, message_fingerprint);
     let session = match named {
         Some(id) => printable(&id),
         None => {
             let mut hasher = StableHasher::default();
             hasher.write(stable_system_text(system).as_bytes()).write(&first.to_le_bytes());
+            hasher.write(&credential(headers).to_le_bytes());
             format!("h{:016x}", hasher.finish())
         }
     };
     let conversation = StableHasher::default().write(session.as_bytes()).write(&first.to_le_bytes()).finish();
     Identity { session, conversation }
+}
+
+/// A hash of the client's credential (`x-api-key`, else `Authorization`), 0 without one.
+fn credential(headers: &HeaderMap) -> u64 {
+    let value = headers.get("x-api-key").or_else(|| headers.get(axum::http::header::AUTHORIZATION));
+    value.map_or(0, |value| StableHasher::default().write(b"credential").write(value.as_bytes()).finish())
 }
 
 /// The session part of `metadata.user_id`, when it has one.
@@ -173,6 +183,27 @@ mod tests {
         assert_eq!(a, b);
         let other = identify(&HeaderMap::new(), None, Some(&system("1")), &[Message::text(Role::User, "other")]);
         assert_ne!(a.session, other.session);
+    }
+
+    #[test]
+    fn without_a_session_id_two_credentials_are_two_conversations() {
+        let first = [Message::text(Role::User, "fix the bug")];
+        let alice = identify(&with_header("x-api-key", "sk-ant-alice"), None, None, &first);
+        let bob = identify(&with_header("x-api-key", "sk-ant-bob"), None, None, &first);
+        let bearer = identify(&with_header("authorization", "Bearer sk-ant-alice"), None, None, &first);
+        assert_ne!(alice, bob);
+        assert_ne!(alice, bearer);
+        assert_eq!(alice, identify(&with_header("x-api-key", "sk-ant-alice"), None, None, &first));
+        assert!(!alice.session.contains("alice"), "the credential is hashed: {}", alice.session);
+        let openai = |key| identify_openai(&with_header("authorization", key), &[], None, &first);
+        assert_ne!(openai("Bearer sk-proj-a"), openai("Bearer sk-proj-b"));
+        // A session id the client names is the same whoever sends it.
+        let named = |key| {
+            let mut headers = with_header("x-api-key", key);
+            headers.insert(SESSION_HEADER, HeaderValue::from_static("s-1"));
+            identify(&headers, None, None, &first)
+        };
+        assert_eq!(named("sk-ant-alice"), named("sk-ant-bob"));
     }
 
     #[test]

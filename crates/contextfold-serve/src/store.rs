@@ -9,7 +9,8 @@
 //!
 //! A store that fails (a database that went away) does not stop the proxy: requests go on
 //! from what memory holds, and the failure is logged when it starts and then at most once a
-//! minute while it lasts, not once per request; the first call that works again says so.
+//! minute while it lasts, not once per request; the first call that works again says so, at
+//! most once a minute too (a store that fails and works by turns is not a log flood).
 
 use contextfold::store::{
     off_runtime, ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
@@ -29,19 +30,30 @@ pub struct ProxyStore {
     health: Arc<Health>,
 }
 
-/// The store's failures since it last worked, and when they were last logged.
+/// The store's failures since it last worked, and what of them was logged when.
 #[derive(Debug, Default)]
 struct Health {
     failures: AtomicU64,
-    logged: Mutex<Option<Instant>>,
+    logged: Mutex<Logged>,
+}
+
+/// When the store was last said to fail and to work again, and whether a failure was said
+/// since it was last said to work: a store that fails and works by turns is logged at most
+/// once a minute each way.
+#[derive(Debug, Default)]
+struct Logged {
+    failing: Option<Instant>,
+    working: Option<Instant>,
+    failure_said: bool,
 }
 
 impl Health {
     fn failed(&self, doing: &str, error: &str) {
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if logged.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
-            *logged = Some(Instant::now());
+        if logged.failing.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            logged.failing = Some(Instant::now());
+            logged.failure_said = true;
             tracing::warn!(
                 error,
                 failures,
@@ -55,10 +67,11 @@ impl Health {
         if self.failures.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let failures = self.failures.swap(0, Ordering::Relaxed);
-        if failures > 0 {
-            *logged = None;
+        let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if failures > 0 && logged.failure_said && logged.working.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            logged.working = Some(Instant::now());
+            logged.failure_said = false;
             tracing::info!(failures, "contextfold serve: the store works again");
         }
     }
@@ -110,6 +123,14 @@ impl ProxyStore {
         self.noted("deleting a session", off_runtime(move || store.delete_session(&session)).await)
     }
 
+    /// Deletes the sessions (and conversation states) not written since `before` (seconds
+    /// since the Unix epoch); returns how many sessions.
+    pub async fn prune(&self, before: u64) -> Result<usize, StoreError> {
+        let store = self.store.clone();
+        let pruned = off_runtime(move || store.prune(before).map(|deleted| deleted.len())).await;
+        self.noted("deleting old sessions", pruned)
+    }
+
     /// Takes conversation `key`'s lock, waiting for any other replica that holds it.
     pub async fn lock(&self, key: &str) -> Result<StateLock, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
@@ -152,5 +173,43 @@ pub fn named(location: &StoreLocation, err: &StoreError) -> String {
             format!("store {location}: {err}")
         }
         err => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_store_that_fails_and_works_by_turns_is_logged_once_each_way() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let health = Health::default();
+            for _ in 0..50 {
+                health.failed("writing", "disk full");
+                health.failed("writing", "disk full");
+                health.worked();
+            }
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.matches("the store failed").count(), 1, "{text}");
+        assert_eq!(text.matches("the store works again").count(), 1, "{text}");
     }
 }

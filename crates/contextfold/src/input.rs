@@ -75,6 +75,13 @@ pub enum LoadError {
         /// The underlying error.
         error: io::Error,
     },
+    /// The path names a pipe, socket or device, not a file: opening a pipe would wait for a
+    /// writer that may never come.
+    #[error("{path}: not a regular file (a pipe, socket or device); give a file, or `-` to read standard input")]
+    NotAFile {
+        /// The path.
+        path: Shown,
+    },
     /// The file is not UTF-8 text.
     #[error("{path}: not UTF-8 text at line {line}, column {column}")]
     NotUtf8 {
@@ -98,13 +105,14 @@ pub enum LoadError {
         /// Whether the input was gzip (the limit counts its decompressed bytes).
         gzip: bool,
     },
-    /// The text is not a conversation in the expected format.
-    #[error("{path}: {source}")]
+    /// The text is not a conversation in the expected format. The message says what is
+    /// wrong in full, so the format error is not given again as a source.
+    #[error("{path}: {error}")]
     Format {
         /// The file.
         path: Shown,
         /// What is wrong.
-        source: FormatError,
+        error: FormatError,
     },
 }
 
@@ -180,10 +188,18 @@ pub fn read_bytes_with(path: &Path, options: &ReadOptions<'_>) -> Result<Vec<u8>
     let (source, total): (Box<dyn Read>, Option<u64>) = if is_stdio(path) {
         (Box::new(io::stdin().lock()), None)
     } else {
+        // Looked at before it is opened: opening a pipe blocks until something writes to it.
+        let kind = std::fs::metadata(path).map_err(io_error)?.file_type();
+        if kind.is_dir() {
+            return Err(io_error(io::Error::from(io::ErrorKind::IsADirectory)));
+        }
+        if !kind.is_file() {
+            return Err(LoadError::NotAFile { path: shown() });
+        }
         let file = std::fs::File::open(path).map_err(io_error)?;
         let metadata = file.metadata().map_err(io_error)?;
-        if metadata.is_dir() {
-            return Err(io_error(io::Error::from(io::ErrorKind::IsADirectory)));
+        if !metadata.is_file() {
+            return Err(LoadError::NotAFile { path: shown() });
         }
         (Box::new(file), Some(metadata.len()))
     };
@@ -236,7 +252,7 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Parsed, LoadError> {
 /// [`load`] with `options`' limit and progress.
 pub fn load_with(path: &Path, format: Option<Format>, options: &ReadOptions<'_>) -> Result<Parsed, LoadError> {
     let text = read_text_with(path, options)?;
-    format::parse(&text, format).map_err(|source| LoadError::Format { path: Shown(path.to_path_buf()), source })
+    format::parse(&text, format).map_err(|error| LoadError::Format { path: Shown(path.to_path_buf()), error })
 }
 
 /// Writes `conversation` to `path` (`-` for standard output) as `format`; a path ending in
@@ -244,7 +260,7 @@ pub fn load_with(path: &Path, format: Option<Format>, options: &ReadOptions<'_>)
 /// [`format::lost`]).
 pub fn save(path: &Path, conversation: &Conversation, format: Format, layout: Layout) -> Result<Vec<Loss>, LoadError> {
     let (text, lost) = format::write_with_losses(conversation, format, layout)
-        .map_err(|source| LoadError::Format { path: Shown(path.to_path_buf()), source })?;
+        .map_err(|error| LoadError::Format { path: Shown(path.to_path_buf()), error })?;
     let io_error = |error| LoadError::Io { path: Shown(path.to_path_buf()), error };
     if is_stdio(path) {
         let mut stdout = io::stdout().lock();
@@ -329,6 +345,31 @@ mod tests {
         assert!(seen.len() >= 3, "{seen:?}");
         assert!(seen.windows(2).all(|pair| pair[0].read <= pair[1].read));
         assert_eq!(seen.last(), Some(&ReadProgress { read: text.len() as u64, total: Some(text.len() as u64) }));
+    }
+
+    #[test]
+    fn a_format_error_is_said_once_in_its_chain() {
+        for (name, text, said) in [
+            ("roleless.json", r#"{"messages": [{"content": "hi"}]}"#.to_string(), "the message has no `role`"),
+            ("nested.json", format!("{}{}", "[".repeat(200), "]".repeat(200)), "nests deeper than 128 levels"),
+        ] {
+            let err = load(&temp(name, text.as_bytes()), None).unwrap_err();
+            let mut chain = vec![err.to_string()];
+            let mut cause = std::error::Error::source(&err);
+            while let Some(inner) = cause {
+                chain.push(inner.to_string());
+                cause = inner.source();
+            }
+            assert_eq!(chain.join(": ").matches(said).count(), 1, "{chain:?}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn what_is_not_a_regular_file_is_refused_naming_it() {
+        let err = read_bytes(Path::new("/dev/null")).unwrap_err();
+        assert!(matches!(err, LoadError::NotAFile { .. }), "{err:?}");
+        assert!(err.to_string().starts_with("/dev/null: not a regular file"), "{err}");
     }
 
     #[test]

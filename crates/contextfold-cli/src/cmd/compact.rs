@@ -62,7 +62,7 @@ impl CompactArgs {
         let config = CompactConfig {
             strategy: self.strategy,
             instructions: Instructions { language: self.language.clone(), focus: self.focus.clone() },
-            evict: EvictConfig { recall_tool: self.persist.recall_tool, ..base.evict.clone() },
+            evict: EvictConfig { recall_tool: self.persist.recall_tool_name(), ..base.evict.clone() },
             max_tool_output: match self.max_tool_output {
                 _ if self.no_clip => ClipLimit::Off,
                 None => ClipLimit::Auto,
@@ -156,12 +156,15 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
             args.files.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
-    if args.output.is_some() && files.len() > 1 {
-        bail!("-o takes one input file (got {}); use --out-dir DIR for several", files.len());
+    // A directory is a batch however many files it holds: a table of reports, outputs in
+    // --out-dir.
+    let batch = !files_is_single(&args);
+    let count = if files.len() == 1 { "1 file".to_string() } else { format!("{} files", files.len()) };
+    if args.output.is_some() && batch {
+        bail!("-o takes one input file (got {count}); use --out-dir DIR for several or a directory");
     }
-    let several = files.len() > 1;
-    if several && args.out_dir.is_none() && !args.dry_run && !args.json {
-        bail!("compacting {} files needs --out-dir DIR (or --dry-run, or --json for reports only)", files.len());
+    if batch && args.out_dir.is_none() && !args.dry_run && !args.json {
+        bail!("compacting {count} needs --out-dir DIR (or --dry-run, or --json for reports only)");
     }
     if args.dry_run && args.persist.store.is_some() {
         bail!("--dry-run writes nothing; it cannot be used with --store");
@@ -180,7 +183,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     let compactor = match compactor(&args.llm) {
         Ok(compactor) => compactor,
         Err(err) if args.strategy == Strategy::Auto && name != "extractive" => {
-            let note = format!("{err:#}; using the extractive summarizer instead");
+            let note = format!("{}; using the extractive summarizer instead", output::one_sentence(&err));
             eprintln!("contextfold: warning: {note}");
             notes.push(note);
             Compactor::default()
@@ -193,7 +196,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         compactor = compactor.with_redactor(redactor);
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let progress = (several && std::io::stderr().is_terminal()).then(|| {
+    let progress = (batch && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(files.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} {wide_msg}")
@@ -210,7 +213,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
         match compact_one(file, &args, &compactor, &config, &runtime, &notes, persist.as_ref()) {
             Ok(row) => rows.push(row),
             Err(err) => {
-                let message = format!("contextfold: {err:#}");
+                let message = format!("contextfold: {}", output::one_sentence(&err));
                 match &progress {
                     Some(bar) => bar.println(message),
                     None => eprintln!("{message}"),
@@ -225,7 +228,7 @@ pub fn run(args: CompactArgs) -> anyhow::Result<ExitCode> {
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    if several && !args.json {
+    if batch && !args.json {
         output::print(&table(&rows))?;
     }
     Ok(super::exit(failed, ExitCode::SUCCESS))
@@ -380,7 +383,7 @@ fn table(rows: &[Row]) -> String {
     }
     out.push_str(&format!(
         "{:<width$}  {:>10}  {:>10}\n",
-        format!("{} files", rows.len()),
+        if rows.len() == 1 { "1 file".to_string() } else { format!("{} files", rows.len()) },
         thousands(before),
         thousands(after)
     ));

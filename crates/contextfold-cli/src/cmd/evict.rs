@@ -27,7 +27,7 @@ impl EvictArgs {
             pinned_paths: self.pinned_paths.clone(),
             exclude_tools: self.exclude_tools.clone(),
             clear_inputs_over: self.clear_inputs_over,
-            recall_tool: self.persist.recall_tool,
+            recall_tool: self.persist.recall_tool_name(),
             ..EvictConfig::default()
         }
     }
@@ -93,8 +93,11 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     // 0 is the old spelling of no clipping, as in `compact`.
     let clipped = match args.max_tool_output.filter(|&limit| limit > 0) {
         Some(limit) => {
-            let clip_config =
-                ClipConfig { preset: args.preset, recall_tool: args.persist.recall_tool, ..ClipConfig::new(limit) };
+            let clip_config = ClipConfig {
+                preset: args.preset,
+                recall_tool: args.persist.recall_tool_name(),
+                ..ClipConfig::new(limit)
+            };
             let clipped = clip(&mut parsed.conversation, &clip_config, counter);
             if !clipped.is_empty() {
                 report.tokens_after = count_conversation(counter, &parsed.conversation);

@@ -4,6 +4,7 @@ mod compact;
 mod convert;
 mod count;
 mod evict;
+mod mcp;
 mod plan;
 mod recall;
 mod render;
@@ -14,6 +15,7 @@ mod sessions;
 mod stats;
 mod store;
 mod validate;
+mod wrap;
 
 use crate::args::{Cli, Command, InputArgs};
 use crate::progress::Progress;
@@ -40,6 +42,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Search(args) => search::run(args),
         Command::Sessions(args) => sessions::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
+        Command::Wrap(args) => wrap::run(args),
     }
 }
 
@@ -61,7 +65,7 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
         progress.phase("parsing");
     }
     let parsed = contextfold::core::format::parse(&text, args.format)
-        .map_err(|source| input::LoadError::Format { path: input::Shown(path.to_path_buf()), source })?;
+        .map_err(|error| input::LoadError::Format { path: input::Shown(path.to_path_buf()), error })?;
     for note in &parsed.notes {
         eprintln!("{}: note: {note}", input::Shown(path.to_path_buf()));
     }

@@ -123,7 +123,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         match outcome {
             Ok(result) => per_file.push(result),
             Err(err) => {
-                eprintln!("contextfold: {err:#}");
+                eprintln!("contextfold: {}", output::one_sentence(&err));
                 failed = true;
             }
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 const TOKEN_VARIABLE: &str = "CONTEXTFOLD_AUTH_TOKEN";
 
 impl ServeArgs {
-    fn config(&self) -> anyhow::Result<ServeConfig> {
+    pub(super) fn config(&self) -> anyhow::Result<ServeConfig> {
         let compactor = compactor(&self.llm).context("cannot set up the summarizer")?;
         let store = match &self.store {
             _ if self.no_store => None,
@@ -42,8 +42,13 @@ impl ServeArgs {
             upstream_timeout: Duration::from_secs(self.upstream_timeout),
             idle_timeout: Duration::from_secs(self.idle_timeout),
             max_sessions: usize::try_from(self.max_sessions).unwrap_or(usize::MAX),
+            header_timeout: Duration::from_secs(self.header_timeout),
+            max_connections: self
+                .max_connections
+                .map_or_else(|| ServeConfig::default().max_connections, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             store,
             log_format: self.log_format,
+            retain: self.retain,
         })
     }
 }

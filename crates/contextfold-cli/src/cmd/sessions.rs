@@ -24,7 +24,8 @@ struct JsonSession<'a> {
 
 pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
     // Only `rm` and `upgrade` write; the rest open the store read-only.
-    let writes = matches!(args.action, Some(SessionsAction::Rm { .. } | SessionsAction::Upgrade));
+    let writes =
+        matches!(args.action, Some(SessionsAction::Rm { .. } | SessionsAction::Prune { .. } | SessionsAction::Upgrade));
     let (location, store) = if writes { args.store.open_existing()? } else { args.store.open_read_only()? };
     let fail = |err| super::store::error(&location, err);
     match &args.action {
@@ -50,6 +51,16 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         // Opening it read-write brought it up to date.
+        Some(SessionsAction::Prune { older_than }) => {
+            let before = now_secs().saturating_sub(older_than.as_secs());
+            let deleted = store.prune(before).map_err(fail)?;
+            for id in &deleted {
+                println!("{id}");
+            }
+            let noun = if deleted.len() == 1 { "session" } else { "sessions" };
+            eprintln!("deleted {} {noun} not written for {} from {location}", deleted.len(), humantime::format_duration(*older_than));
+            Ok(ExitCode::SUCCESS)
+        }
         Some(SessionsAction::Upgrade) => {
             match location.schema_version() {
                 Some(version) => eprintln!("store {location} is at schema {version}"),
@@ -98,4 +109,9 @@ fn list(store: &dyn SessionStore, location: &StoreLocation, json: bool) -> anyho
     }
     output::print(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Seconds since the Unix epoch.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }

@@ -87,6 +87,11 @@ impl PersistArgs {
 }
 
 impl PersistArgs {
+    /// The recall tool pointers name: `context_recall` with `--recall-tool`.
+    pub fn recall_tool_name(&self) -> Option<String> {
+        self.recall_tool.then(|| contextfold::store::RECALL_TOOL_NAME.to_string())
+    }
+
     /// The redactor for what leaves the process: on unless `--no-redact`, when there is a
     /// store or the summarizer is an LLM behind an API.
     pub fn redactor(&self, llm: bool) -> Option<Redactor> {

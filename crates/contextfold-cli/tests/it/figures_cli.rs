@@ -76,18 +76,30 @@ fn figures_a_person_reads_have_thousands_separators() {
 
 #[test]
 fn plan_cuts_where_compact_folds() {
-    let mut files: Vec<String> = FILES.iter().map(|file| fixture(file)).collect();
-    if let Some(corpus) = corpus_dir() {
-        let mut sessions: Vec<String> = std::fs::read_dir(corpus)
-            .expect("the corpus lists")
-            .filter_map(|entry| entry.ok().map(|entry| arg(&entry.path())))
-            .filter(|name| name.ends_with(".json") && !name.ends_with("manifest.json"))
-            .collect();
-        sessions.sort();
-        files.extend(sessions);
-    }
+    let fixtures: Vec<String> = FILES.iter().map(|file| fixture(file)).collect();
+    let (compared, refused) = plan_against_compact(&fixtures);
+    assert!(compared >= 3, "only {compared} cuts of the fixtures compared ({refused} budgets refused as too small)");
+    let Some(corpus) = corpus_dir() else { return };
+    let mut sessions: Vec<String> = std::fs::read_dir(corpus)
+        .expect("the corpus lists")
+        .filter_map(|entry| entry.ok().map(|entry| arg(&entry.path())))
+        .filter(|name| name.ends_with(".json") && !name.ends_with("manifest.json"))
+        .collect();
+    sessions.sort();
+    let (compared, refused) = plan_against_compact(&sessions);
+    assert!(
+        compared >= sessions.len(),
+        "only {compared} cuts of {} sessions compared ({refused} budgets refused as too small)",
+        sessions.len()
+    );
+}
+
+/// Plans and compacts (dry) each of `files` at three budgets and checks that `plan`'s cut
+/// is where `compact` folds; returns how many cuts were compared and how many budgets
+/// `compact` refused as below the newest turn.
+fn plan_against_compact(files: &[String]) -> (usize, usize) {
     let (mut compared, mut refused) = (0, 0);
-    for path in &files {
+    for path in files {
         for budget in [None, Some("4000"), Some("12k")] {
             let limit: Vec<&str> = budget.map(|budget| vec!["--budget", budget]).unwrap_or_default();
             let run = |command: &[&str]| json(&[command, &[path.as_str(), "--tokenizer", "estimate"], &limit].concat());
@@ -111,7 +123,7 @@ fn plan_cuts_where_compact_folds() {
             }
         }
     }
-    assert!(compared >= 4, "only {compared} cuts compared ({refused} budgets refused as too small)");
+    (compared, refused)
 }
 
 #[test]

@@ -354,7 +354,11 @@ fn recall_tool_names_the_tool_in_pointers_and_summary() {
         json(&args);
         let written = text(&out);
         assert!(written_summary(&out).is_some(), "the budget summarizes");
-        assert_eq!(written.contains(contextfold::core::summary::RECALL_NOTE), named, "the summary's note");
+        assert_eq!(
+            written.contains(&contextfold::core::summary::recall_note("context_recall")),
+            named,
+            "the summary's note"
+        );
         let mut args = vec!["evict", &example, "--keep", "1", "--json", "-o", &out_arg, "--store", &store];
         args.extend(flag);
         json(&args);

@@ -15,7 +15,6 @@ use contextfold_core::{format, validate, Block, Conversation, ToolResultContent}
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
 const REFERENCE: &str = "cf-0123456789ab";
 
 fn counters() -> [&'static dyn TokenCounter; 2] {
@@ -346,17 +345,19 @@ fn images_in_an_oversized_result_become_placeholders_with_its_ref() {
 
 #[test]
 fn the_recall_hint_replaces_the_restore_hint_when_configured() {
-    let config = ClipConfig { recall_tool: true, ..ClipConfig::new(300) };
-    let out = clip_text(&log_output(100_000), &config, ActionKind::FileRead, REFERENCE, &Estimate).unwrap();
-    assert!(out.contains("call context_recall with this ref"), "{out}");
-    assert!(!out.contains("re-read the file"));
+    for tool in ["context_recall", "mcp__contextfold__context_recall"] {
+        let config = ClipConfig { recall_tool: Some(tool.into()), ..ClipConfig::new(300) };
+        let out = clip_text(&log_output(100_000), &config, ActionKind::FileRead, REFERENCE, &Estimate).unwrap();
+        assert!(out.contains(&format!("call {tool} with this ref for the full output; ref {REFERENCE}]")), "{out}");
+        assert!(!out.contains("re-read the file"));
+    }
 }
 
 /// Every corpus session as (file name, conversation), or `None` (with a notice).
 fn corpus() -> Option<Vec<(String, Conversation)>> {
     let dir = crate::common::corpus_dir()?;
     let mut paths: Vec<_> =
-        std::fs::read_dir(dir).expect("a readable corpus").map(|entry| entry.expect("an entry").path()).collect();
+        std::fs::read_dir(&dir).expect("a readable corpus").map(|entry| entry.expect("an entry").path()).collect();
     paths.sort();
     let sessions: Vec<_> = paths
         .into_iter()
@@ -367,7 +368,7 @@ fn corpus() -> Option<Vec<(String, Conversation)>> {
             (path.file_name().unwrap().to_string_lossy().into_owned(), parsed.conversation)
         })
         .collect();
-    assert!(!sessions.is_empty(), "the corpus directory {CORPUS} holds no sessions");
+    assert!(!sessions.is_empty(), "the corpus directory {} holds no sessions", dir.display());
     Some(sessions)
 }
 
@@ -415,4 +416,17 @@ fn corpus_sessions_clip_within_the_limit_and_stay_valid() {
     }
     println!("clipped {results} results in {sessions_clipped} of {} corpus sessions (estimate, 500)", sessions.len());
     assert!(results > 0, "the corpus has tool results over 500 tokens");
+}
+
+#[test]
+fn the_recall_tools_own_answers_are_never_clipped() {
+    let mut conversation = conversation_with(&[log_output(100_000), log_output(100_000)]);
+    if let Block::ToolUse(call) = &mut conversation.messages[3].content[0] {
+        call.name = "mcp__contextfold__context_recall".into();
+    }
+    let config = ClipConfig { recall_tool: Some("mcp__contextfold__context_recall".into()), ..ClipConfig::new(300) };
+    let clipped = clip(&mut conversation, &config, &Estimate);
+    assert_eq!(clipped.iter().map(|item| item.message).collect::<Vec<_>>(), [2], "the Bash output only");
+    let Block::ToolResult(answer) = &conversation.messages[4].content[0] else { panic!("a result") };
+    assert_eq!(answer.text(), log_output(100_000), "the recall's answer as it came");
 }

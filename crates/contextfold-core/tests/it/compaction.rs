@@ -400,7 +400,7 @@ fn evict_config_strategy() -> impl Strategy<Value = EvictConfig> {
                     exclude_tools: exclude.into_iter().map(str::to_string).collect(),
                     min_payload_tokens,
                     clear_inputs_over,
-                    recall_tool: false,
+                    recall_tool: None,
                 }
             },
         )

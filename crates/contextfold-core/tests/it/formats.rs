@@ -13,8 +13,6 @@ use serde_json::{json, Value};
 use std::io::Read;
 use std::path::Path;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-const CLAUDE_CODE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/claude-code");
 const OWN_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 
 /// The converted form of `mclaude-95f81cf4.jsonl` in the corpus.
@@ -26,7 +24,7 @@ const GENERAL_CONVERTED: &str = "claudecode-sessionshare__general-tool-calls.jso
 /// is absent.
 fn corpus() -> Option<Vec<(String, String)>> {
     let dir = crate::common::corpus_dir()?;
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .expect("the corpus directory is readable")
         .map(|entry| entry.expect("a readable directory entry").path())
         .collect();
@@ -50,7 +48,7 @@ fn corpus() -> Option<Vec<(String, String)>> {
         };
         sessions.push((name, text));
     }
-    assert!(!sessions.is_empty(), "the corpus directory {CORPUS} holds no sessions");
+    assert!(!sessions.is_empty(), "the corpus directory {} holds no sessions", dir.display());
     Some(sessions)
 }
 
@@ -62,16 +60,7 @@ fn corpus_session(name: &str) -> Option<Value> {
 }
 
 fn claude_code_log(name: &str) -> Option<String> {
-    let path = Path::new(CLAUDE_CODE).join(name);
-    if !path.is_file() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but the Claude Code fixture {} is missing",
-            path.display()
-        );
-        crate::common::notice(&format!("skipped: no Claude Code fixture {}", path.display()));
-        return None;
-    }
+    let path = crate::common::shared(&format!("fixtures/claude-code/{name}"))?;
     Some(std::fs::read_to_string(path).expect("a readable UTF-8 log"))
 }
 

@@ -10,18 +10,10 @@ use contextfold_core::tokens::{count_conversation, image_dimensions, image_token
 use contextfold_core::{Block, Conversation, ToolResultContent};
 use serde_json::Value;
 use std::io::Read;
-use std::path::{Path, PathBuf};
-
-/// The shared directory beside the repository (`../shared`), absent in a fresh clone.
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared");
+use std::path::PathBuf;
 
 /// A sample of the reference counts, carried by the repository.
 const SAMPLE: &str = include_str!("../../../../tests/fixtures/bpe_counts_sample.jsonl");
-
-fn skip(what: &str, path: &Path) {
-    assert!(std::env::var_os("CI").is_none(), "CI is set but {} ({what}) is missing", path.display());
-    crate::common::notice(&format!("skipped {what}: {} is absent", path.display()));
-}
 
 /// Checks every line of a `bpe_counts.jsonl` file; returns how many lines it checked.
 #[cfg(feature = "bpe")]
@@ -60,20 +52,15 @@ fn bpe_counts_match_the_reference_sample() {
 #[cfg(feature = "bpe")]
 #[test]
 fn bpe_counts_match_every_reference_line() {
-    let path = Path::new(SHARED).join("fixtures/bpe_counts.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return skip("full BPE reference", &path);
-    };
+    let Some(path) = crate::common::shared("fixtures/bpe_counts.jsonl") else { return };
+    let text = std::fs::read_to_string(&path).expect("the full BPE reference reads");
     let lines = check_reference(&text);
     assert_eq!(lines, 1517, "the README promises 1,517 lines");
 }
 
 fn corpus() -> Option<Vec<(String, Conversation)>> {
-    let dir = Path::new(SHARED).join("corpus");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        skip("corpus accuracy", &dir);
-        return None;
-    };
+    let dir = crate::common::corpus_dir()?;
+    let entries = std::fs::read_dir(&dir).expect("the corpus lists");
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     let mut sessions = Vec::new();

@@ -322,10 +322,11 @@ impl CompactConfigBuilder {
         self
     }
 
-    /// Pointers, clip markers and the summary name the `context_recall` tool (default off;
+    /// Pointers, clip markers and the summary name the recall tool `name` (such as
+    /// [`RECALL_TOOL_NAME`](crate::store::RECALL_TOOL_NAME)) the model has (default none;
     /// only with a store that keeps the payloads).
-    pub fn recall_tool(mut self, on: bool) -> Self {
-        self.config.evict.recall_tool = on;
+    pub fn recall_tool(mut self, name: impl Into<String>) -> Self {
+        self.config.evict.recall_tool = Some(name.into());
         self
     }
 
@@ -444,14 +445,14 @@ mod tests {
             .strategy(Strategy::Evict)
             .keep_tail_tokens(2_000)
             .summary_tokens(1_000)
-            .recall_tool(true)
+            .recall_tool("context_recall")
             .build()
             .unwrap();
         assert_eq!(config.target, Target::Budget(8_000));
         assert_eq!(config.strategy, Strategy::Evict);
         assert_eq!(config.plan.max_tail_tokens, Some(2_000));
         assert_eq!(config.summary_tokens, 1_000);
-        assert!(config.evict.recall_tool);
+        assert_eq!(config.evict.recall_tool.as_deref(), Some("context_recall"));
         assert_eq!(CompactConfig::builder().build().unwrap(), CompactConfig::default());
     }
 

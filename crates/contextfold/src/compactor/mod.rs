@@ -177,7 +177,18 @@ impl Compactor {
     /// offer it [`recall_tool_definition`](crate::store::recall_tool_definition) then, and
     /// answer its calls with [`handle_recall`](crate::store::handle_recall).
     pub fn with_store(mut self, store: Arc<dyn SessionStore>, session: impl Into<SessionId>) -> Compactor {
-        self.persistence = Some(Persistence { store, session: session.into(), origin: None });
+        self.persistence = Some(Persistence { store, session: session.into(), origin: None, log: false });
+        self
+    }
+
+    /// With a store, keeps the caller's history as the session's log, written as it grows
+    /// ([`CompactionMiddleware`](crate::middleware::CompactionMiddleware) writes each call's
+    /// new messages), so a compaction stores only what it made (payloads, summary, report)
+    /// and not the history again. Without a store it does nothing.
+    pub fn with_session_log(mut self) -> Compactor {
+        if let Some(persistence) = &mut self.persistence {
+            persistence.log = true;
+        }
         self
     }
 

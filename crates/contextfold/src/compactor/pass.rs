@@ -180,7 +180,10 @@ impl<'a> Pass<'a> {
             ));
             return Ok(());
         }
-        let summary = if self.config.evict.recall_tool { with_recall_note(&text) } else { text.clone() };
+        let summary = match &self.config.evict.recall_tool {
+            Some(tool) => with_recall_note(&text, tool),
+            None => text.clone(),
+        };
         self.report.summary_tokens = self.counter.count_text(&summary);
         self.summary = Some(Summary {
             head_hash: head_hash(previous.as_deref(), &head),
@@ -258,7 +261,7 @@ impl<'a> Pass<'a> {
             }
             let clip_config = ClipConfig {
                 preset: self.config.evict.preset,
-                recall_tool: self.config.evict.recall_tool,
+                recall_tool: self.config.evict.recall_tool.clone(),
                 ..ClipConfig::new(limit)
             };
             for item in clip(&mut self.work, &clip_config, self.counter) {

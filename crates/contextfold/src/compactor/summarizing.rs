@@ -102,7 +102,10 @@ impl Pass<'_> {
         if text.trim().is_empty() {
             return None;
         }
-        let text = if self.config.evict.recall_tool { with_recall_note(&text) } else { text };
+        let text = match &self.config.evict.recall_tool {
+            Some(tool) => with_recall_note(&text, tool),
+            None => text,
+        };
         self.work.messages.first_mut()?.content[at] = summary_block(&text);
         Some(summary)
     }

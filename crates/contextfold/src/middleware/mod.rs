@@ -21,139 +21,21 @@
 //! [`snapshot`]: CompactionMiddleware::snapshot
 //! [`restore`]: CompactionMiddleware::restore
 
+mod config;
 mod state;
 
+pub use config::{MiddlewareConfig, MiddlewareConfigBuilder, DEFAULT_TARGET};
 pub use state::{MiddlewareState, StateError, STATE_VERSION};
 
-use crate::compactor::{restore_summary, CompactConfig, CompactError, Compactor, ConfigError, Target, Undersized};
+use crate::compactor::{restore_summary, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Event, FailedCompaction, Trigger};
 use crate::policy::{default_policy, Confirm, Decision, Policy, PolicyInput};
 use crate::store::{off_runtime, Payload, StoreError};
 use contextfold_core::clip::{clip, ClipConfig, Clipped};
-use contextfold_core::evict::EvictConfig;
-use contextfold_core::hash::message_fingerprint;
 use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
-use contextfold_core::{Conversation, Message, Role, System};
-use serde_json::Value;
+use contextfold_core::{Conversation, HistoryChain, Message, Role};
 use state::{Calibration, State};
 use std::sync::{Arc, Mutex};
-
-/// The share of the usable window the middleware compacts to by default.
-pub const DEFAULT_TARGET: f64 = 0.3;
-
-/// Where the middleware works.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MiddlewareConfig {
-    /// The model's context window.
-    pub window: u64,
-    /// Tokens kept free for the answer.
-    pub output_reserve: u64,
-    /// How to compact when the policy says so (its target defaults to 30% of the usable window).
-    pub compact: CompactConfig,
-    /// The system prompt sent with every request (counted, never changed).
-    pub system: Option<System>,
-    /// The tool definitions sent with every request (counted, never changed).
-    pub tools: Option<Vec<Value>>,
-    /// Clip tool outputs over this many tokens as they enter the history, so a huge output
-    /// never enters it whole. Off by default.
-    pub clip_on_ingest: Option<u64>,
-}
-
-impl MiddlewareConfig {
-    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at 30%
-    /// of the usable window (tuned by replay over our corpus: a smaller context after a
-    /// compaction is cheaper to re-read on every later call). Not checked: see
-    /// [`MiddlewareConfig::builder`] for a configuration that refuses what cannot work.
-    pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
-        let defaults = CompactConfig::default();
-        let usable = window.saturating_sub(output_reserve);
-        MiddlewareConfig {
-            window,
-            output_reserve,
-            compact: CompactConfig {
-                target: Target::Window { window, reserve: output_reserve, fraction: DEFAULT_TARGET },
-                // Each cache rewrite an eviction causes must free a tenth of the window.
-                evict: EvictConfig { clear_at_least: Some(usable / 10), ..defaults.evict.clone() },
-                // A request must go out: below what a summary needs, compact to what works.
-                undersized: Undersized::Raise,
-                ..defaults
-            },
-            system: None,
-            tools: None,
-            clip_on_ingest: None,
-        }
-    }
-
-    /// A builder for a window of `window` tokens with `output_reserve` kept free, starting
-    /// from [`MiddlewareConfig::new`].
-    pub fn builder(window: u64, output_reserve: u64) -> MiddlewareConfigBuilder {
-        MiddlewareConfigBuilder { config: MiddlewareConfig::new(window, output_reserve) }
-    }
-
-    /// The window less the output reserve.
-    pub fn usable_window(&self) -> u64 {
-        self.window.saturating_sub(self.output_reserve)
-    }
-
-    /// Checks that the settings can work together: a window above zero, a reserve below
-    /// it, a compaction config that holds, with a target under the usable window.
-    pub fn check(&self) -> Result<(), ConfigError> {
-        Target::Window { window: self.window, reserve: self.output_reserve, fraction: 1.0 }.check()?;
-        self.compact.check()?;
-        let usable = self.usable_window();
-        match self.compact.target.fixed_tokens() {
-            Some(target) if target >= usable => Err(ConfigError::TargetOverWindow { target, usable }),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Builds a [`MiddlewareConfig`]; [`build`](MiddlewareConfigBuilder::build) refuses settings
-/// that contradict each other.
-#[derive(Debug, Clone)]
-pub struct MiddlewareConfigBuilder {
-    config: MiddlewareConfig,
-}
-
-impl MiddlewareConfigBuilder {
-    /// Compact to `fraction` of the usable window (default [`DEFAULT_TARGET`]).
-    pub fn target(mut self, fraction: f64) -> Self {
-        let (window, reserve) = (self.config.window, self.config.output_reserve);
-        self.config.compact.target = Target::Window { window, reserve, fraction };
-        self
-    }
-
-    /// How to compact (default: [`MiddlewareConfig::new`]'s); its target replaces the one
-    /// set by [`target`](MiddlewareConfigBuilder::target).
-    pub fn compact(mut self, compact: CompactConfig) -> Self {
-        self.config.compact = compact;
-        self
-    }
-
-    /// The conversation's system prompt (default none): counted, never changed.
-    pub fn system(mut self, system: System) -> Self {
-        self.config.system = Some(system);
-        self
-    }
-
-    /// The conversation's tool definitions (default none): counted, never changed.
-    pub fn tools(mut self, tools: Vec<Value>) -> Self {
-        self.config.tools = Some(tools);
-        self
-    }
-
-    /// Clip tool outputs over `tokens` as they enter the history (default off).
-    pub fn clip_on_ingest(mut self, tokens: u64) -> Self {
-        self.config.clip_on_ingest = Some(tokens);
-        self
-    }
-
-    /// The configuration, or the first pair of settings that contradict each other.
-    pub fn build(self) -> Result<MiddlewareConfig, ConfigError> {
-        self.config.check()?;
-        Ok(self.config)
-    }
-}
 
 /// What to send, and what happened.
 #[derive(Debug)]
@@ -222,6 +104,8 @@ pub struct CompactionMiddleware {
     state: tokio::sync::Mutex<State>,
     /// Apart from `state`, so that usage can be reported while a compaction runs.
     calibration: Mutex<Calibration>,
+    /// The recall tool the pointers written from now on name (at first the config's).
+    recall_tool: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for CompactionMiddleware {
@@ -241,7 +125,7 @@ impl CompactionMiddleware {
         let ledger = TokenLedger::shared(compactor.shared_counter());
         let state = State {
             source_len: 0,
-            source_last: 0,
+            source_chain: HistoryChain::default().last(),
             working: Arc::new(Vec::new()),
             compacted: 0,
             compacted_source: 0,
@@ -251,6 +135,7 @@ impl CompactionMiddleware {
             consecutive: 0,
             calls: 0,
             full_summary: None,
+            logged: 0,
         };
         CompactionMiddleware::with_state(compactor, config, state, Calibration::default())
     }
@@ -278,6 +163,7 @@ impl CompactionMiddleware {
             + config.tools.as_deref().map_or(0, |tools| count_tools(counter, tools));
         CompactionMiddleware {
             compactor,
+            recall_tool: Mutex::new(config.compact.evict.recall_tool.clone()),
             config,
             policy: Arc::new(default_policy()),
             confirm: None,
@@ -324,16 +210,29 @@ impl CompactionMiddleware {
         }
     }
 
+    /// Names the recall tool the model has now (`None`: it has none) in the pointers, clip
+    /// markers and summary written from now on, in place of
+    /// [`EvictConfig::recall_tool`](contextfold_core::evict::EvictConfig::recall_tool): a
+    /// client whose tools change between calls (an MCP server that connects late) gets
+    /// pointers that name the tool once it has it. What was written before stays as it was,
+    /// so the prefix does not change between compactions.
+    pub fn set_recall_tool(&self, name: Option<String>) {
+        *self.recall_tool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = name;
+    }
+
+    fn recall_tool(&self) -> Option<String> {
+        self.recall_tool.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
     fn calibration(&self) -> std::sync::MutexGuard<'_, Calibration> {
         self.calibration.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Brings the working copy up to date with `history`: appends what is new, or starts
-    /// over when the history was rewritten. Returns why the store failed, if it did.
-    async fn sync(&self, state: &mut State, history: &[Message]) -> Option<StoreError> {
-        let extends = state.source_len > 0
-            && history.len() >= state.source_len
-            && message_fingerprint(&history[state.source_len - 1]) == state.source_last;
+    /// Brings the working copy up to date with `history` (whose chain is `chain`): appends
+    /// what is new when it continues the messages the working copy covers, every one of them
+    /// as it was, or starts over. Returns why the store failed, if it did.
+    async fn sync(&self, state: &mut State, history: &[Message], chain: &HistoryChain) -> Option<StoreError> {
+        let extends = state.source_len > 0 && chain.prefix(state.source_len) == Some(state.source_chain);
         if extends && state.lacks_history() {
             // What a snapshot leaves out, ingested as the first time (its clipped outputs
             // were stored then).
@@ -348,6 +247,7 @@ impl CompactionMiddleware {
             state.compacted_source = 0;
             state.full_summary = None;
             state.turns_since = 0;
+            state.logged = 0;
             history
         };
         let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len()).await;
@@ -356,13 +256,34 @@ impl CompactionMiddleware {
             Arc::make_mut(&mut state.working).extend(added);
         }
         state.source_len = history.len();
-        state.source_last = history.last().map_or(0, message_fingerprint);
+        state.source_chain = chain.last();
         if extends {
             state.ledger.sync(&state.working);
         } else {
             state.ledger.resync(&state.working);
         }
-        store_error
+        store_error.or(self.log(state, history).await)
+    }
+
+    /// Writes the messages of `history` the store's session log lacks, when the compactor
+    /// keeps one: the new ones, on a call that continues the last. On failure the log is
+    /// written again from the start next time (each message in its place, so nothing is
+    /// stored twice).
+    async fn log(&self, state: &mut State, history: &[Message]) -> Option<StoreError> {
+        if !self.compactor.logs_history() || state.logged >= history.len() {
+            return None;
+        }
+        match self.compactor.log_history(state.logged, &history[state.logged..]).await {
+            Ok(()) => {
+                state.logged = history.len();
+                None
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "contextfold could not write the history to the store's session log");
+                state.logged = 0;
+                Some(error)
+            }
+        }
     }
 
     /// `messages`, to follow `offset` messages of the working copy, with tool outputs over
@@ -380,8 +301,11 @@ impl CompactionMiddleware {
     fn clip_incoming(&self, messages: Vec<Message>) -> (Vec<Message>, Vec<Clipped>) {
         let Some(limit) = self.config.clip_on_ingest else { return (messages, Vec::new()) };
         let mut incoming = Conversation { messages, ..Conversation::default() };
-        let evict = &self.config.compact.evict;
-        let config = ClipConfig { preset: evict.preset, recall_tool: evict.recall_tool, ..ClipConfig::new(limit) };
+        let config = ClipConfig {
+            preset: self.config.compact.evict.preset,
+            recall_tool: self.recall_tool(),
+            ..ClipConfig::new(limit)
+        };
         let clipped = clip(&mut incoming, &config, self.compactor.counter());
         (incoming.messages, clipped)
     }
@@ -402,10 +326,30 @@ impl CompactionMiddleware {
     /// Prepares the request for the next call: `history` (the caller's, untouched) plus
     /// `pending` (the new input), compacted first when the policy says so (and the
     /// confirmation agrees) or the request would overflow the window.
+    ///
+    /// A history continues the last one only when each message the middleware covers is the
+    /// one it was given; anything else (another conversation, an edited or rewound history)
+    /// starts afresh. To see it, every message is fingerprinted on every call: a caller that
+    /// keeps its history's [`HistoryChain`] as it grows calls
+    /// [`prepare_with_chain`](CompactionMiddleware::prepare_with_chain) and pays for the
+    /// new messages only.
     pub async fn prepare(&self, history: &[Message], pending: &[Message]) -> Prepared {
+        self.prepare_with_chain(history, &HistoryChain::of(history), pending).await
+    }
+
+    /// [`prepare`](CompactionMiddleware::prepare) with `chain`, the chain of `history` (one
+    /// that does not cover exactly `history` is made again from it).
+    pub async fn prepare_with_chain(&self, history: &[Message], chain: &HistoryChain, pending: &[Message]) -> Prepared {
+        let made;
+        let chain = if chain.len() == history.len() {
+            chain
+        } else {
+            made = HistoryChain::of(history);
+            &made
+        };
         let counter = self.compactor.counter();
         let mut state = self.state.lock().await;
-        let synced = self.sync(&mut state, history).await;
+        let synced = self.sync(&mut state, history, chain).await;
         // Pending input is ingested too: a huge output never enters the request whole.
         let (pending, clipped) = self.clip_ingested(pending.to_vec(), state.working.len()).await;
         let store_error = synced.or(clipped).map(PrepareError::Store);
@@ -453,14 +397,23 @@ impl CompactionMiddleware {
             }
         };
         let (event, error) = self.compact_working(&mut state, trigger, pending_tokens, history).await;
-        let skipped = (event.is_none() && error.is_none())
-            .then(|| "the compaction found nothing to do: the history is within its target".to_string());
+        let request_tokens = self.fixed_tokens + state.ledger.total() + pending_tokens;
+        let skipped = (event.is_none() && error.is_none()).then(|| {
+            if overflow {
+                format!(
+                    "nothing can be cut: the request stays at about {} tokens, over the usable window of {}",
+                    input.request_tokens, input.usable_window
+                )
+            } else {
+                "the compaction found nothing to do: the history is within its target".to_string()
+            }
+        });
         Prepared {
             history: state.working.clone(),
             unchanged_tail: self.unchanged_tail(&state),
             pending,
             event,
-            request_tokens: self.fixed_tokens + state.ledger.total() + pending_tokens,
+            request_tokens,
             skipped,
             error: error.or(store_error),
         }
@@ -470,7 +423,7 @@ impl CompactionMiddleware {
     /// the result holds it from now on.
     pub async fn compact_now(&self, history: &[Message]) -> Prepared {
         let mut state = self.state.lock().await;
-        let synced = self.sync(&mut state, history).await.map(PrepareError::Store);
+        let synced = self.sync(&mut state, history, &HistoryChain::of(history)).await.map(PrepareError::Store);
         let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, history).await;
         Prepared {
             history: state.working.clone(),
@@ -505,6 +458,7 @@ impl CompactionMiddleware {
             restore_summary(&mut conversation.messages, full);
         }
         let mut config = self.config.compact.clone();
+        config.evict.recall_tool = self.recall_tool();
         // The request must fit with the pending input, whatever the target.
         let cap = self.config.usable_window().saturating_sub(pending_tokens).max(1);
         config.limit = Some(config.limit.map_or(cap, |limit| limit.min(cap)));

@@ -7,6 +7,10 @@
 //! So a middleware restored from a snapshot (in another process, on another replica) sends
 //! for the next request exactly what the original would have sent.
 //!
+//! Which history it covers is named by the chain link of its covered prefix
+//! ([`HistoryChain`](contextfold_core::HistoryChain)), so a history continues it only when every
+//! covered message is the one it was built from.
+//!
 //! The working copy is the last compaction's output followed by the caller's messages since,
 //! as they were ingested. A snapshot holds only the first part and where in the caller's
 //! history the second begins: the rest is the caller's to send again, and the restored
@@ -19,16 +23,17 @@ use contextfold_core::{ContentShape, Message};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
-/// The version of the snapshot format this build writes (it reads version 1 too, which held
-/// the whole working copy).
-pub const STATE_VERSION: u32 = 2;
+/// The version of the snapshot format this build writes and reads. Versions 1 and 2 named
+/// the covered history by its last message alone, which cannot tell a history that changed
+/// before it: they are refused ([`StateError::Version`]), and the conversation starts afresh.
+pub const STATE_VERSION: u32 = 3;
 
 /// What the middleware keeps between calls.
 pub(super) struct State {
     /// How many messages of the caller's history the working copy covers.
     pub(super) source_len: usize,
-    /// The fingerprint of the last covered message, to see the history only grew.
-    pub(super) source_last: u64,
+    /// The chain link of the covered messages, to see that a history continues them.
+    pub(super) source_chain: u64,
     /// The working copy: the history as it is sent (compacted, evicted, clipped).
     pub(super) working: Arc<Vec<Message>>,
     /// How many leading messages of the working copy a compaction made; the rest is the
@@ -44,6 +49,9 @@ pub(super) struct State {
     pub(super) calls: usize,
     /// The full text of the summary the working copy holds shortened, to fold from next time.
     pub(super) full_summary: Option<String>,
+    /// How many messages of the caller's history the store's session log holds
+    /// ([`Compactor::with_session_log`](crate::Compactor::with_session_log)).
+    pub(super) logged: usize,
 }
 
 /// The provider's count of input tokens against ours.
@@ -74,14 +82,19 @@ impl Default for Calibration {
 pub struct MiddlewareState {
     version: u32,
     source_len: usize,
-    #[serde(with = "hex_u64")]
-    source_last: u64,
-    /// The working copy's messages a compaction made (version 1: the whole working copy).
+    /// The chain link of the covered messages (absent before version 3).
+    #[serde(default, with = "hex_u64")]
+    source_chain: u64,
+    /// The last covered message's fingerprint (before version 3), read only to refuse such a
+    /// snapshot by its version.
+    #[serde(default, skip_serializing)]
+    source_last: Option<String>,
+    /// The working copy's messages a compaction made.
     #[serde(with = "messages")]
     working: Vec<Message>,
-    /// Where in the caller's history the rest of the working copy begins (version 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    history_from: Option<usize>,
+    /// Where in the caller's history the rest of the working copy begins (absent in version 1).
+    #[serde(default)]
+    history_from: usize,
     full_summary: Option<String>,
     turns_since: usize,
     tokens_at_compaction: u64,
@@ -90,6 +103,10 @@ pub struct MiddlewareState {
     #[serde(with = "exact_f64")]
     calibration: f64,
     last_estimate: u64,
+    /// How many messages the store's session log holds (absent before it was kept: written
+    /// again from the start, each message in its place).
+    #[serde(default)]
+    logged: usize,
 }
 
 impl State {
@@ -106,9 +123,10 @@ impl MiddlewareState {
         MiddlewareState {
             version: STATE_VERSION,
             source_len: state.source_len,
-            source_last: state.source_last,
+            source_chain: state.source_chain,
+            source_last: None,
             working: state.working[..state.compacted.min(state.working.len())].to_vec(),
-            history_from: Some(state.compacted_source),
+            history_from: state.compacted_source,
             full_summary: state.full_summary.clone(),
             turns_since: state.turns_since,
             tokens_at_compaction: state.tokens_at_compaction,
@@ -116,24 +134,17 @@ impl MiddlewareState {
             calls: state.calls,
             calibration: calibration.ratio,
             last_estimate: calibration.last_estimate,
+            logged: state.logged,
         }
     }
 
     /// The state and calibration it holds, counted with `ledger`; an error when it was written
     /// by another version or does not hold together.
     pub(super) fn into_state(self, mut ledger: TokenLedger<'static>) -> Result<(State, Calibration), StateError> {
-        let history_from = match (self.version, self.history_from) {
-            // Version 1 held the whole working copy.
-            (1, None) => self.source_len,
-            (2, Some(from)) => from,
-            (1 | 2, _) => {
-                return Err(StateError::Inconsistent(format!(
-                    "its `history_from` does not fit a version {} snapshot",
-                    self.version
-                )))
-            }
-            (found, _) => return Err(StateError::Version { found, known: STATE_VERSION }),
-        };
+        if self.version != STATE_VERSION {
+            return Err(StateError::Version { found: self.version, known: STATE_VERSION });
+        }
+        let history_from = self.history_from;
         if history_from > self.source_len || (history_from == 0) != self.working.is_empty() {
             return Err(StateError::Inconsistent(format!(
                 "it covers {} message(s) of the history, {} of them compacted into the {} message(s) it holds",
@@ -151,7 +162,7 @@ impl MiddlewareState {
         ledger.resync(&self.working);
         let state = State {
             source_len: self.source_len,
-            source_last: self.source_last,
+            source_chain: self.source_chain,
             compacted: self.working.len(),
             compacted_source: history_from,
             working: Arc::new(self.working),
@@ -161,6 +172,7 @@ impl MiddlewareState {
             consecutive: self.consecutive,
             calls: self.calls,
             full_summary: self.full_summary,
+            logged: self.logged.min(self.source_len),
         };
         Ok((state, Calibration { ratio: self.calibration, last_estimate: self.last_estimate }))
     }
@@ -173,12 +185,18 @@ impl MiddlewareState {
 
     /// Where in the caller's history the rest of the working copy begins.
     pub fn history_from(&self) -> usize {
-        self.history_from.unwrap_or(self.source_len)
+        self.history_from
     }
 
     /// How many messages of the caller's history it covers.
     pub fn source_len(&self) -> usize {
         self.source_len
+    }
+
+    /// The chain link of the messages it covers: a history continues this state only when its
+    /// chain has this link at [`source_len`](MiddlewareState::source_len).
+    pub fn source_chain(&self) -> u64 {
+        self.source_chain
     }
 }
 

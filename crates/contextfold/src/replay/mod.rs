@@ -67,6 +67,26 @@ impl Price {
     }
 }
 
+impl Price {
+    /// The list price of `model`'s family (`claude-sonnet-4-5` is sonnet's), with the
+    /// family's name; `None` for a model of no known family.
+    pub fn of_model(model: &str) -> Option<(&'static str, Price)> {
+        let model = model.to_ascii_lowercase();
+        ["opus", "sonnet", "haiku"]
+            .into_iter()
+            .find(|family| model.contains(family))
+            .and_then(|family| Some((family, Price::parse(family).ok()?)))
+    }
+
+    /// The cost in US dollars of `read` input tokens read from the prompt cache and `write`
+    /// written to it (or, with `cache` off, of `read + write` plain input tokens): the
+    /// prompt-cache model's `reads × 0.1 + writes × 1.25` of the input price.
+    pub fn input_cost(&self, read: u64, write: u64, cache: bool) -> f64 {
+        let tokens = if cache { read as f64 * 0.1 + write as f64 * 1.25 } else { (read + write) as f64 };
+        tokens * self.input / 1e6
+    }
+}
+
 /// A price that is neither a preset nor two non-negative numbers `IN,OUT`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a price: use sonnet, haiku, opus or IN,OUT (dollars per million tokens)")]
@@ -328,10 +348,10 @@ pub async fn replay_with(
             result.unavoidable_overflow_steps += usize::from(request_tokens > usable && floors[step_index] > usable);
             result.input_tokens += request_tokens;
             result.output_tokens += output;
-            let input_cost = if config.cache { read as f64 * 0.1 + write as f64 * 1.25 } else { request_tokens as f64 };
             result.cache_read_tokens += read;
             result.cache_write_tokens += if config.cache { write } else { 0 };
-            result.cost_usd += (input_cost * config.price.input + output as f64 * config.price.output) / 1e6;
+            result.cost_usd +=
+                config.price.input_cost(read, write, config.cache) + output as f64 * config.price.output / 1e6;
             let rereads =
                 paths_read(&conversation.messages[call]).iter().filter(|path| request.rereads_evicted(path)).count();
             result.rereads_after_evict += rereads;

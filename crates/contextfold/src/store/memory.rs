@@ -1,7 +1,7 @@
 //! A session store in memory: for tests, and for users who want no file.
 
 use super::{
-    aligned_prefix, check_payload_sessions, message_hash, message_text, new_session_id, now_secs, searchable_text,
+    aligned_prefix, check_payload_sessions, log_gap, message_hash, message_text, new_session_id, now_secs, searchable_text,
     Appended, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use contextfold_core::Message;
@@ -13,6 +13,8 @@ struct Session {
     id: SessionId,
     name: String,
     created: u64,
+    /// When it was last written, in seconds since the Unix epoch.
+    updated: u64,
     /// The history with each message's hash; the position is the sequence number.
     messages: Vec<(Message, String)>,
     payloads: Vec<Payload>,
@@ -54,6 +56,9 @@ fn append(session: &mut Session, messages: &[Message], align: bool) -> Appended 
     };
     for (message, hash) in messages.iter().zip(incoming).skip(skipped) {
         session.messages.push((message.clone(), hash));
+    }
+    if messages.len() > skipped {
+        session.updated = now_secs();
     }
     Appended { stored: messages.len() - skipped, skipped, total: session.messages.len() }
 }
@@ -119,6 +124,25 @@ impl SessionStore for MemoryStore {
         Ok(append(find(&mut self.lock(), session)?, messages, false))
     }
 
+    fn log_messages(&self, session: &str, from: usize, messages: &[Message]) -> Result<Appended, StoreError> {
+        let mut sessions = self.lock();
+        let stored = find(&mut sessions, session)?;
+        if from > stored.messages.len() {
+            return Err(log_gap(session, from, stored.messages.len()));
+        }
+        stored.messages.truncate(from);
+        Ok(append(stored, messages, false))
+    }
+
+    fn prune(&self, before: u64) -> Result<Vec<SessionId>, StoreError> {
+        let mut sessions = self.lock();
+        let (stale, kept): (Vec<Session>, Vec<Session>) =
+            std::mem::take(&mut *sessions).into_iter().partition(|session| session.updated.max(session.created) < before);
+        // Conversation states in memory last as long as the process.
+        *sessions = kept;
+        Ok(stale.into_iter().map(|session| session.id).collect())
+    }
+
     fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError> {
         Ok(put_payload(find(&mut self.lock(), &payload.session)?, payload))
     }
@@ -162,6 +186,7 @@ impl SessionStore for MemoryStore {
         check_payload_sessions(session, payloads)?;
         let stored = find(&mut sessions, session)?;
         let appended = append(stored, messages, true);
+        stored.updated = now_secs();
         for payload in payloads {
             put_payload(stored, payload);
         }

@@ -26,8 +26,8 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, PostgresUrl, POSTGRES_SCHEMA_VERSION};
 pub use recall_tool::{
-    handle_recall, recall_tool_definition, RecallInputError, RecallOutput, RecallRequest, HITS_PER_PAGE,
-    MAX_RECALL_CHARS, RECALL_TOOL_NAME,
+    handle_recall, recall_lines, recall_tool_definition, search_answer, search_sessions, Lines, RecallInputError,
+    RecallOutput, RecallRequest, HITS_PER_PAGE, MAX_RECALL_CHARS, RECALL_TOOL_NAME,
 };
 pub use record::{Origin, StoredCompaction};
 #[cfg(feature = "sqlite")]
@@ -321,6 +321,18 @@ pub trait SessionStore: Send + Sync {
     /// Appends `messages` after the stored history, with no deduplication.
     fn push_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError>;
 
+    /// Writes `messages` as the session's history from position `from` on: what was stored
+    /// there before is replaced, what comes before is kept. A caller that keeps the log of a
+    /// growing history writes from where it last stopped, so each message is stored once and
+    /// a write costs only what is new; a history that changed is written again from where it
+    /// changed (or from 0). `from` past the stored history is refused, so the log has no gaps.
+    fn log_messages(&self, session: &str, from: usize, messages: &[Message]) -> Result<Appended, StoreError>;
+
+    /// Deletes every session last written before `before` (seconds since the Unix epoch),
+    /// with everything it holds, and the conversation states last written before then.
+    /// Returns the sessions deleted.
+    fn prune(&self, before: u64) -> Result<Vec<SessionId>, StoreError>;
+
     /// Stores a payload; a payload already stored under the same reference for the same
     /// session is kept as it is. Returns whether it was new.
     fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError>;
@@ -373,6 +385,26 @@ pub trait SessionStore: Send + Sync {
     /// Messages and payloads matching the words of `query` (all of them, any case), in one
     /// session or all, at most `limit`.
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError>;
+}
+
+/// Where messages go in a session's stored history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) enum At {
+    /// After the messages already stored at the same positions (see
+    /// [`SessionStore::append_messages`]).
+    Aligned,
+    /// After the stored history.
+    End,
+    /// From this position on, in place of what is stored there.
+    Position(usize),
+}
+
+/// The error of a log write that would leave a gap.
+pub(crate) fn log_gap(session: &str, from: usize, stored: usize) -> StoreError {
+    StoreError::Invalid(format!(
+        "session {session} holds {stored} messages: its history cannot be written from position {from}"
+    ))
 }
 
 /// Checks that every payload of a compaction belongs to its session.

@@ -6,12 +6,17 @@
 //! comes back one page per call, cut after a line end when one is near, and its pages put
 //! together are the payload byte for byte. Bad input is an error result that tells the model
 //! what to send instead, never a panic.
+//!
+//! An MCP client pages by lines instead ([`recall_lines`]) and searches every session
+//! ([`search_sessions`]); both keep the same bound and read payloads the same way.
 
-use super::{Hit, HitLocation, SessionStore};
+use super::{Hit, HitLocation, SessionId, SessionStore, StoreError};
 use contextfold_core::conversation::{Block, ToolResult, ToolResultContent};
 use contextfold_core::extract::clip_chars;
 use contextfold_core::format::Format;
 use serde_json::{json, Value};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::ops::Range;
 
 /// The tool's name, as pointers and the summary's recall note spell it.
@@ -193,7 +198,12 @@ impl RecallOutput {
 
     /// An error answer; the message is clipped so even a long one stays within the bound.
     pub(crate) fn error(message: &str) -> RecallOutput {
-        RecallOutput { content: clip_chars(&format!("{RECALL_TOOL_NAME} failed: {message}"), 2_000), is_error: true }
+        RecallOutput::failed(RECALL_TOOL_NAME, message)
+    }
+
+    /// An error answer of `what` (a tool, or `search`), clipped as [`RecallOutput::error`].
+    fn failed(what: &str, message: &str) -> RecallOutput {
+        RecallOutput { content: clip_chars(&format!("{what} failed: {message}"), 2_000), is_error: true }
     }
 
     /// The tool_result block answering the call `tool_use_id`.
@@ -217,15 +227,9 @@ pub fn handle_recall(store: &dyn SessionStore, session: &str, input: &Value) -> 
 }
 
 fn recall_ref(store: &dyn SessionStore, reference: &str, page: usize) -> RecallOutput {
-    let payload = match store.recall(reference) {
-        Ok(Some(payload)) => payload,
-        Ok(None) => {
-            return RecallOutput::error(&format!(
-                "no output is stored under ref `{}`; pass a ref exactly as a pointer shows it, or search with `query`",
-                clip_chars(reference, 80)
-            ))
-        }
-        Err(err) => return RecallOutput::error(&err.to_string()),
+    let payload = match find_payload(store, reference) {
+        Ok(payload) => payload,
+        Err(output) => return output,
     };
     let text = payload_text(&payload);
     let pages = pages(&text);
@@ -266,21 +270,176 @@ fn recall_query(store: &dyn SessionStore, session: &str, query: &str, page: usiz
         out.push(']');
     }
     out.push_str(":\n");
+    let hint = format!("call {RECALL_TOOL_NAME} with this ref for all of it");
     for hit in shown {
-        out.push_str(&hit_line(hit));
+        out.push_str(&hit_line(hit, None, &hint));
     }
     RecallOutput::ok(out)
 }
 
-/// One line per hit: where it is, and its snippet on one line.
-fn hit_line(hit: &Hit) -> String {
+/// One line per hit: where it is (in `session`, when given), and its snippet on one line;
+/// `hint` says how to get a payload whole.
+fn hit_line(hit: &Hit, session: Option<&str>, hint: &str) -> String {
     let snippet = clip_chars(&hit.snippet.split_whitespace().collect::<Vec<_>>().join(" "), SNIPPET_CHARS);
+    let session = session.map(|session| format!("session {session}, ")).unwrap_or_default();
     match &hit.location {
-        HitLocation::Message(position) => format!("- message {position}: {snippet}\n"),
-        HitLocation::Payload(reference) => {
-            format!("- output {reference} (call {RECALL_TOOL_NAME} with this ref for all of it): {snippet}\n")
+        HitLocation::Message(position) => format!("- {session}message {position}: {snippet}\n"),
+        HitLocation::Payload(reference) => format!("- {session}output {reference} ({hint}): {snippet}\n"),
+    }
+}
+
+/// Which lines of a payload to return: from line `offset` (counting from 0), at most `limit`
+/// of them (all that fit in one answer when `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lines {
+    /// The first line, counting from 0.
+    pub offset: usize,
+    /// The most lines.
+    pub limit: Option<usize>,
+}
+
+/// The payload stored under `reference`, or the lines of it `lines` asks for.
+///
+/// Asked for whole (offset 0, no limit) and within [`MAX_RECALL_CHARS`], the answer is the
+/// payload's text exactly, nothing added. Otherwise it is a header line
+/// (`[cf-…: lines 1-800 of 5000; …]`, with the total line count and the offset to pass next)
+/// and the lines, whole, up to the bound: the lines of successive answers put together are
+/// the payload byte for byte. A line longer than the bound is cut, and its header says so.
+pub fn recall_lines(store: &dyn SessionStore, reference: &str, lines: Lines) -> RecallOutput {
+    let payload = match find_payload(store, reference) {
+        Ok(payload) => payload,
+        Err(output) => return output,
+    };
+    let text = payload_text(&payload);
+    let whole = lines.offset == 0 && lines.limit.is_none();
+    if whole && text.chars().count() <= PAGE_CHARS {
+        return RecallOutput::ok(text);
+    }
+    let all: Vec<&str> = text.split_inclusive('\n').collect();
+    let total = all.len();
+    if lines.offset >= total && !(total == 0 && lines.offset == 0) {
+        return RecallOutput::error(&format!(
+            "offset {} is past the end: {reference} has {total} line(s), the last at offset {}",
+            lines.offset,
+            total.saturating_sub(1)
+        ));
+    }
+    let wanted = all.iter().skip(lines.offset).take(lines.limit.unwrap_or(usize::MAX));
+    let (mut body, mut chars, mut taken, mut cut) = (String::new(), 0, 0, false);
+    for line in wanted {
+        let size = line.chars().count();
+        if chars + size > PAGE_CHARS {
+            if taken == 0 {
+                body = clip_prefix(line, PAGE_CHARS).to_string();
+                taken = 1;
+                cut = true;
+            }
+            break;
+        }
+        body.push_str(line);
+        chars += size;
+        taken += 1;
+    }
+    let end = lines.offset + taken;
+    let next = if cut {
+        format!(
+            "line {} is longer than one answer holds: its first {PAGE_CHARS} characters are shown; \
+             pass offset={end} for the lines after it",
+            lines.offset + 1
+        )
+    } else if end < total {
+        format!("pass offset={end} for more")
+    } else {
+        "the end".to_string()
+    };
+    let shown = if taken == 0 { "no lines".to_string() } else { format!("lines {}-{end}", lines.offset + 1) };
+    RecallOutput::ok(format!("[{reference}: {shown} of {total}; {next}]\n{body}"))
+}
+
+/// The first `chars` characters of `text`.
+fn clip_prefix(text: &str, chars: usize) -> &str {
+    text.char_indices().nth(chars).map_or(text, |(at, _)| &text[..at])
+}
+
+/// The payload under `reference`, or the error answer saying why there is none.
+fn find_payload(store: &dyn SessionStore, reference: &str) -> Result<Value, RecallOutput> {
+    match store.recall(reference) {
+        Ok(Some(payload)) => Ok(payload),
+        Ok(None) => Err(RecallOutput::error(&format!(
+            "no output is stored under ref `{}`; pass a ref exactly as a pointer shows it, or search for it",
+            clip_chars(reference, 80)
+        ))),
+        Err(err) => Err(RecallOutput::error(&err.to_string())),
+    }
+}
+
+/// Search hits for `query` in `session` (or every session), newest first, at most `limit`:
+/// the newest session first; in a session, its stored outputs (what pointers name) first,
+/// then its messages from the latest. The store ranks the matches; the best
+/// [`MAX_HITS`] of them are put in this order.
+pub fn search_sessions(
+    store: &dyn SessionStore,
+    session: Option<&str>,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<Hit>, StoreError> {
+    let mut hits = store.search(session, query, MAX_HITS.max(limit))?;
+    let age: HashMap<SessionId, usize> =
+        store.sessions()?.into_iter().enumerate().map(|(age, info)| (info.id, age)).collect();
+    hits.sort_by_key(|hit| {
+        let position = match hit.location {
+            HitLocation::Payload(_) => usize::MAX,
+            HitLocation::Message(position) => position,
+        };
+        Reverse((age.get(&hit.session).copied().unwrap_or(0), position))
+    });
+    hits.truncate(limit);
+    Ok(hits)
+}
+
+/// The answer to a search of `session` (or every session) for `query`: one line per hit,
+/// newest first ([`search_sessions`]), each with its session and where it is; a payload's
+/// line says `hint` (how to recall it). Within [`MAX_RECALL_CHARS`].
+pub fn search_answer(
+    store: &dyn SessionStore,
+    session: Option<&str>,
+    query: &str,
+    limit: usize,
+    hint: &str,
+) -> RecallOutput {
+    if let Some(session) = session {
+        match store.session_meta(session) {
+            Err(StoreError::UnknownSession(_)) => {
+                return RecallOutput::failed(
+                    "search",
+                    &format!(
+                        "there is no session `{}`; leave `session` out to search them all",
+                        clip_chars(session, 80)
+                    ),
+                )
+            }
+            Err(err) => return RecallOutput::failed("search", &err.to_string()),
+            Ok(_) => {}
         }
     }
+    let hits = match search_sessions(store, session, query, limit) {
+        Ok(hits) => hits,
+        Err(err) => return RecallOutput::failed("search", &err.to_string()),
+    };
+    let query = clip_chars(query, 200);
+    if hits.is_empty() {
+        return RecallOutput::ok(format!("no matches for \"{query}\""));
+    }
+    let mut out = format!("{} matches for \"{query}\", newest first:\n", hits.len());
+    for hit in &hits {
+        let line = hit_line(hit, Some(&hit.session), hint);
+        if out.chars().count() + line.chars().count() > MAX_RECALL_CHARS {
+            out.push_str("[the rest left out: narrow the query or lower `limit`]\n");
+            break;
+        }
+        out.push_str(&line);
+    }
+    RecallOutput::ok(out)
 }
 
 /// A payload as text: a string as it is; a block list's text blocks as they are, one after

@@ -17,8 +17,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-
 const BUDGETS: [u64; 3] = [8_000, 16_000, 32_000];
 
 /// How much of the first request must survive verbatim (normalized characters).
@@ -27,7 +25,7 @@ const FIRST_REQUEST_PREFIX: usize = 200;
 /// The corpus sessions (`*.json`, `*.json.gz`, not the manifest), or `None` with a notice.
 fn corpus_files() -> Option<Vec<PathBuf>> {
     let dir = crate::common::corpus_dir()?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("the corpus directory is readable")
         .map(|entry| entry.expect("a corpus directory entry").path())
         .filter(|path| {
@@ -36,7 +34,7 @@ fn corpus_files() -> Option<Vec<PathBuf>> {
         })
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "the corpus directory {CORPUS} holds no sessions");
+    assert!(!files.is_empty(), "the corpus directory {} holds no sessions", dir.display());
     Some(files)
 }
 

@@ -3,7 +3,7 @@
 #![cfg(feature = "http")]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{leaked, secret_session};
 use contextfold::compactor::{CompactConfig, Compactor, Strategy, Target};
@@ -224,10 +224,11 @@ async fn retry_after_zero_beats_a_long_backoff() {
         .await;
     Mock::given(method("POST")).respond_with(openai_answer("after 429")).mount(&server).await;
     // Without the server's retry-after, the first retry would wait 5 to 10 s.
+    let logs = Captured::default();
+    let _guard = tracing::subscriber::set_default(logs.clone());
     let summarizer = openai(&server).retry_backoff(Duration::from_secs(10)).build().unwrap();
-    let started = Instant::now();
     let summary = summarizer.summarize(&request()).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(logs.text().contains("wait_ms=0 "), "the retry waits as the server says: {}", logs.text());
     assert_eq!(summary.text, "after 429");
     assert_eq!(received(&server).await.len(), 2);
 }
@@ -241,12 +242,11 @@ async fn retry_after_one_second_is_waited_for() {
         .mount(&server)
         .await;
     Mock::given(method("POST")).respond_with(anthropic_answer("waited")).mount(&server).await;
+    let logs = Captured::default();
+    let _guard = tracing::subscriber::set_default(logs.clone());
     let summarizer = anthropic(&server).retry_backoff(Duration::from_secs(10)).build().unwrap();
-    let started = Instant::now();
     let summary = summarizer.summarize(&request()).await.unwrap();
-    let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(950), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(3), "the backoff was used instead: {elapsed:?}");
+    assert!(logs.text().contains("wait_ms=1000 "), "the retry waits as the server says: {}", logs.text());
     assert_eq!(summary.text, "waited");
     assert_eq!(received(&server).await.len(), 2);
 }
@@ -307,9 +307,8 @@ async fn a_slow_server_times_out() {
         .mount(&server)
         .await;
     let summarizer = anthropic(&server).timeout(Duration::from_millis(200)).max_retries(0).build().unwrap();
-    let started = Instant::now();
+    // Without the timeout the answer would come, late but whole.
     let err = summarizer.summarize(&request()).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert!(matches!(err, SummarizeError::Timeout { provider: "Anthropic", .. }), "{err:?}");
     assert_eq!(received(&server).await.len(), 1);
 }
@@ -450,6 +449,13 @@ async fn the_key_never_shows_in_errors_or_debug_output() {
 /// Collects every log event's fields as text.
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<String>>);
+
+impl Captured {
+    /// Everything logged so far, one event a line.
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
 
 impl tracing::field::Visit for Captured {
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {

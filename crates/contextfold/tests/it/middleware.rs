@@ -3,7 +3,7 @@
 
 use crate::common::{corpus_dir, corpus_files, session};
 use contextfold::compactor::{CompactError, Compactor, ConfigError, Strategy};
-use contextfold::core::{ContentShape, Conversation, Message};
+use contextfold::core::{Conversation, HistoryChain, Message, Role};
 use contextfold::event::{Event, Trigger};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, MiddlewareState, PrepareError, StateError};
 use contextfold::policy::{Confirm, Threshold};
@@ -306,38 +306,50 @@ fn the_unchanged_tail_is_the_callers_own() {
 
 /// A snapshot of the format that held the whole working copy (version 1) is still read.
 #[test]
-fn a_version_1_snapshot_is_still_restored() {
+fn snapshots_that_named_their_history_by_its_last_message_are_refused_by_version() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let history = session(8, 4, 40).messages;
-    let calls = call_points(&history);
     let config = MiddlewareConfig::new(12_000, 1_500);
     let original = CompactionMiddleware::new(Compactor::default(), config.clone());
-    let split = calls[calls.len() / 2];
-    let mut sent = None;
-    for &end in calls.iter().filter(|&&end| end <= split) {
-        sent = Some(runtime.block_on(original.prepare(&history[..end], &[])).messages());
-    }
+    runtime.block_on(original.prepare(&history, &[]));
     let mut value = serde_json::to_value(runtime.block_on(original.snapshot())).unwrap();
-    assert_eq!(value["version"], 2);
-    value["version"] = 1.into();
-    value["working"] = serde_json::to_value(
-        sent.unwrap()
-            .iter()
-            .map(|message| {
-                let shape = if matches!(message.shape, ContentShape::Text) { "text" } else { "blocks" };
-                serde_json::json!({"shape": shape, "message": message.to_value()})
-            })
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
-    value.as_object_mut().unwrap().remove("history_from");
-    let restored =
-        CompactionMiddleware::restore(Compactor::default(), config, serde_json::from_value(value).unwrap()).unwrap();
-    for &end in calls.iter().filter(|&&end| end > split) {
-        let a = runtime.block_on(original.prepare(&history[..end], &[]));
-        let b = runtime.block_on(restored.prepare(&history[..end], &[]));
-        assert_eq!(json(&a.messages()), json(&b.messages()), "the call at message {end}");
+    assert_eq!(value["version"], 3);
+    let fields = value.as_object_mut().unwrap();
+    fields.remove("source_chain");
+    fields.insert("source_last".into(), "00000000000000ff".into());
+    for version in [1, 2] {
+        value["version"] = version.into();
+        let state: MiddlewareState = serde_json::from_value(value.clone()).expect("an older snapshot reads");
+        let err = CompactionMiddleware::restore(Compactor::default(), config.clone(), state).unwrap_err();
+        assert_eq!(err, StateError::Version { found: version, known: 3 });
     }
+}
+
+#[test]
+fn a_history_that_changed_before_its_newest_messages_starts_afresh() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(12, 4, 60).messages;
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(8_000, 1_000));
+    let before = runtime.block_on(middleware.prepare(&history, &[]));
+    assert!(before.event.is_some(), "the history compacts");
+    // The same length and last message, an older user message edited.
+    let mut edited = history.clone();
+    let at = (1..history.len() / 2).find(|&at| history[at].is_authored()).expect("an older request");
+    edited[at] = Message::text(Role::User, "EDITED: do something else entirely");
+    let after = runtime.block_on(middleware.prepare(&edited, &[]));
+    assert!(after.event.is_some(), "the edited history is compacted afresh, not resent");
+    let fresh = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(8_000, 1_000));
+    let expected = runtime.block_on(fresh.prepare(&edited, &[]));
+    assert_eq!(json(&after.messages()), json(&expected.messages()), "as a new middleware would send it");
+    // Keeping its chain, a caller pays for the new messages only and gets the same.
+    let mut chain = HistoryChain::of(&edited);
+    let mut grown = edited.clone();
+    grown.push(Message::text(Role::Assistant, "done"));
+    grown.push(Message::text(Role::User, "next"));
+    grown[grown.len() - 2..].iter().for_each(|message| chain.push(message));
+    let chained = runtime.block_on(middleware.prepare_with_chain(&grown, &chain, &[]));
+    let plain = runtime.block_on(fresh.prepare(&grown, &[]));
+    assert_eq!(json(&chained.messages()), json(&plain.messages()));
 }
 
 #[test]
@@ -415,8 +427,9 @@ fn a_snapshot_of_another_version_or_a_broken_one_is_refused() {
     let err =
         CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();
     assert_eq!(err, StateError::Version { found: 99, known: contextfold::middleware::STATE_VERSION });
-    value["version"] = 1.into();
+    value["version"] = 3.into();
     value["working"] = Value::Array(Vec::new());
+    value["history_from"] = 1.into();
     let state: MiddlewareState = serde_json::from_value(value.clone()).unwrap();
     let err =
         CompactionMiddleware::restore(Compactor::default(), MiddlewareConfig::new(8_000, 1_000), state).unwrap_err();

@@ -7,7 +7,7 @@
 
 use contextfold::compactor::{CompactConfig, Compactor, Target};
 use contextfold::core::{count_conversation, Conversation, Message, Role, Tokenizer};
-use contextfold::store::{SessionStore, SqliteStore};
+use contextfold::store::{SessionStore, SqliteStore, RECALL_TOOL_NAME};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -87,7 +87,7 @@ fn compact_forever() {
     let conversation = big_conversation();
     let tokens = count_conversation(Tokenizer::Estimate.counter(), &conversation);
     let mut config = CompactConfig { target: Target::Budget(tokens / 5), ..CompactConfig::default() };
-    config.evict.recall_tool = true;
+    config.evict.recall_tool = Some(RECALL_TOOL_NAME.into());
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     let compactor = Compactor::default();
     for round in 0.. {

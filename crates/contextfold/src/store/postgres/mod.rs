@@ -17,7 +17,7 @@ pub use schema::POSTGRES_SCHEMA_VERSION;
 pub use url::PostgresUrl;
 
 use super::{
-    aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
+    aligned_prefix, check_payload_sessions, log_gap, At, decode_json, encode_json, message_from_stored, message_hash, message_text,
     new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
     SessionStore, StoreError, Summary,
 };
@@ -355,23 +355,49 @@ async fn append_in(
     transaction: &Transaction<'_>,
     session: &str,
     messages: &[Message],
-    align: bool,
+    at: At,
 ) -> Result<Appended, Failure> {
     lock_session(transaction, session).await?;
     let incoming: Vec<String> = messages.iter().map(message_hash).collect();
-    // Aligning reads the stored hashes; a plain push needs only the next sequence number.
-    let (skipped, first) = if align {
-        let statement =
-            transaction.prepare_cached("SELECT hash FROM contextfold.messages WHERE session = $1 ORDER BY seq").await?;
-        let stored: Vec<String> =
-            transaction.query(&statement, &[&session]).await?.iter().map(|row| row.get(0)).collect();
-        (aligned_prefix(&stored, &incoming), stored.len())
-    } else {
+    let next = async || -> Result<usize, Failure> {
         let statement = transaction
             .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM contextfold.messages WHERE session = $1")
             .await?;
         let next: i32 = transaction.query_one(&statement, &[&session]).await?.get(0);
-        (0, usize::try_from(next).unwrap_or(0))
+        Ok(usize::try_from(next).unwrap_or(0))
+    };
+    // Aligning reads the stored hashes; a plain push needs only the next sequence number.
+    let (skipped, first) = match at {
+        _ if messages.is_empty() => (0, next().await?),
+        At::Aligned => {
+            let statement = transaction
+                .prepare_cached("SELECT hash FROM contextfold.messages WHERE session = $1 ORDER BY seq")
+                .await?;
+            let stored: Vec<String> =
+                transaction.query(&statement, &[&session]).await?.iter().map(|row| row.get(0)).collect();
+            (aligned_prefix(&stored, &incoming), stored.len())
+        }
+        At::End => (0, next().await?),
+        At::Position(from) => {
+            let end = next().await?;
+            if from > end {
+                return Err(Failure::Store(log_gap(session, from, end)));
+            }
+            if from < end {
+                let from = i32::try_from(from).unwrap_or(i32::MAX);
+                let statement = transaction
+                    .prepare_cached(
+                        "DELETE FROM contextfold.search WHERE session = $1 AND kind = 'message' \
+                         AND key::integer >= $2",
+                    )
+                    .await?;
+                transaction.execute(&statement, &[&session, &from]).await?;
+                let statement =
+                    transaction.prepare_cached("DELETE FROM contextfold.messages WHERE session = $1 AND seq >= $2").await?;
+                transaction.execute(&statement, &[&session, &from]).await?;
+            }
+            (0, from)
+        }
     };
     let new = &messages[skipped..];
     let sequences: Vec<i32> = (first..first + new.len()).map(|seq| i32::try_from(seq).unwrap_or(i32::MAX)).collect();
@@ -389,7 +415,17 @@ async fn append_in(
     let texts: Vec<(String, String)> =
         new.iter().zip(&sequences).map(|(message, seq)| (seq.to_string(), message_text(message))).collect();
     index(transaction, session, "message", &texts).await?;
+    if !new.is_empty() {
+        touch(transaction, session).await?;
+    }
     Ok(Appended { stored: new.len(), skipped, total: first + new.len() })
+}
+
+/// Marks `session` as written now, for pruning by last activity.
+async fn touch(transaction: &Transaction<'_>, session: &str) -> Result<(), Failure> {
+    let statement = transaction.prepare_cached("UPDATE contextfold.sessions SET updated = $2 WHERE id = $1").await?;
+    transaction.execute(&statement, &[&session, &to_i64(now_secs())]).await?;
+    Ok(())
 }
 
 async fn put_payload_in(transaction: &Transaction<'_>, payload: &Payload) -> Result<bool, Failure> {
@@ -483,11 +519,34 @@ impl SessionStore for PostgresStore {
     }
 
     fn append_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
-        self.write(async |transaction| append_in(transaction, session, messages, true).await)
+        self.write(async |transaction| append_in(transaction, session, messages, At::Aligned).await)
     }
 
     fn push_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
-        self.write(async |transaction| append_in(transaction, session, messages, false).await)
+        self.write(async |transaction| append_in(transaction, session, messages, At::End).await)
+    }
+
+    fn log_messages(&self, session: &str, from: usize, messages: &[Message]) -> Result<Appended, StoreError> {
+        self.write(async |transaction| append_in(transaction, session, messages, At::Position(from)).await)
+    }
+
+    fn prune(&self, before: u64) -> Result<Vec<SessionId>, StoreError> {
+        // The other tables follow by ON DELETE CASCADE.
+        self.write(async |transaction| {
+            let before = to_i64(before);
+            let statement = transaction
+                .prepare_cached(
+                    "DELETE FROM contextfold.sessions WHERE COALESCE(updated, created) < $1 RETURNING id, created, ord",
+                )
+                .await?;
+            let mut rows: Vec<(i64, i64, String)> = (transaction.query(&statement, &[&before]).await?.iter())
+                .map(|row| (row.get(1), row.get(2), row.get(0)))
+                .collect();
+            rows.sort();
+            let statement = transaction.prepare_cached("DELETE FROM contextfold.states WHERE updated < $1").await?;
+            transaction.execute(&statement, &[&before]).await?;
+            Ok(rows.into_iter().map(|(_, _, id)| id).collect())
+        })
     }
 
     fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError> {
@@ -556,7 +615,7 @@ impl SessionStore for PostgresStore {
     ) -> Result<Appended, StoreError> {
         check_payload_sessions(session, payloads)?;
         self.write(async |transaction| {
-            let appended = append_in(transaction, session, messages, true).await?;
+            let appended = append_in(transaction, session, messages, At::Aligned).await?;
             for payload in payloads {
                 put_payload_in(transaction, payload).await?;
             }
@@ -564,6 +623,7 @@ impl SessionStore for PostgresStore {
                 put_summary_in(transaction, session, summary).await?;
             }
             put_report_in(transaction, session, report).await?;
+            touch(transaction, session).await?;
             Ok(appended)
         })
     }

@@ -87,6 +87,8 @@ CREATE TABLE contextfold.states (
     updated bigint NOT NULL
 );
 "#,
+    // 3: when a session was last written, so old ones can be pruned (`NULL`: at creation).
+    "ALTER TABLE contextfold.sessions ADD COLUMN updated bigint;",
 ];
 
 /// The schema version this build writes.

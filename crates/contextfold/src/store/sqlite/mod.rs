@@ -15,7 +15,7 @@ mod file;
 mod schema;
 
 use super::{
-    aligned_prefix, check_payload_sessions, decode_json, encode_json, message_from_stored, message_hash, message_text,
+    aligned_prefix, check_payload_sessions, log_gap, At, decode_json, encode_json, message_from_stored, message_hash, message_text,
     new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
     SessionStore, StoreError, Summary,
 };
@@ -136,25 +136,50 @@ impl SqliteStore {
         transaction: &Transaction<'_>,
         session: &str,
         messages: &[Message],
-        align: bool,
+        at: At,
     ) -> Result<Appended, StoreError> {
         self.check_session(transaction, session)?;
         let sql = |err| self.sql(err);
+        let next = || -> Result<usize, StoreError> {
+            transaction
+                .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session = ?1")
+                .and_then(|mut statement| statement.query_row([session], |row| row.get::<_, i64>(0)))
+                .map(to_usize)
+                .map_err(sql)
+        };
         let incoming: Vec<String> = messages.iter().map(message_hash).collect();
         // Aligning reads the stored hashes; a plain push needs only the next sequence number,
         // so appending one message at a time does not cost the whole history each time.
-        let (skipped, mut sequence) = if align {
-            let mut statement =
-                transaction.prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq").map_err(sql)?;
-            let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
-            let stored: Vec<String> = rows.collect::<Result<_, _>>().map_err(sql)?;
-            (aligned_prefix(&stored, &incoming), stored.len())
-        } else {
-            let next: i64 = transaction
-                .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session = ?1")
-                .and_then(|mut statement| statement.query_row([session], |row| row.get(0)))
-                .map_err(sql)?;
-            (0, to_usize(next))
+        let (skipped, mut sequence) = match at {
+            _ if messages.is_empty() => (0, next()?),
+            At::Aligned => {
+                let mut statement = transaction
+                    .prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq")
+                    .map_err(sql)?;
+                let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
+                let stored: Vec<String> = rows.collect::<Result<_, _>>().map_err(sql)?;
+                (aligned_prefix(&stored, &incoming), stored.len())
+            }
+            At::End => (0, next()?),
+            At::Position(from) => {
+                let end = next()?;
+                if from > end {
+                    return Err(log_gap(session, from, end));
+                }
+                if from < end {
+                    transaction
+                        .execute(
+                            "DELETE FROM search WHERE search MATCH ?1 AND session = ?2 AND kind = 'message' \
+                             AND CAST(key AS INTEGER) >= ?3",
+                            params![format!("session : {}", fts_string(session)), session, from as i64],
+                        )
+                        .map_err(sql)?;
+                    transaction
+                        .execute("DELETE FROM messages WHERE session = ?1 AND seq >= ?2", params![session, from as i64])
+                        .map_err(sql)?;
+                }
+                (0, from)
+            }
         };
         for (message, hash) in messages.iter().zip(&incoming).skip(skipped) {
             let json = encode_json(&message.to_value());
@@ -166,6 +191,9 @@ impl SqliteStore {
                 .map_err(sql)?;
             index(transaction, session, "message", &sequence.to_string(), &message_text(message)).map_err(sql)?;
             sequence += 1;
+        }
+        if messages.len() > skipped {
+            touch(transaction, session).map_err(sql)?;
         }
         Ok(Appended { stored: messages.len() - skipped, skipped, total: sequence })
     }
@@ -239,6 +267,14 @@ impl SqliteStore {
 }
 
 /// Adds `body` to the full-text index.
+/// Marks `session` as written now, for pruning by last activity.
+fn touch(transaction: &Transaction<'_>, session: &str) -> rusqlite::Result<()> {
+    transaction
+        .prepare_cached("UPDATE sessions SET updated = ?2 WHERE id = ?1")?
+        .execute(params![session, now_secs() as i64])
+        .map(drop)
+}
+
 fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, body: &str) -> rusqlite::Result<()> {
     transaction
         .prepare_cached("INSERT INTO search (session, kind, key, body) VALUES (?1, ?2, ?3, ?4)")?
@@ -285,11 +321,15 @@ impl SessionStore for SqliteStore {
     }
 
     fn append_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
-        self.write(|transaction| self.append_in(transaction, session, messages, true))
+        self.write(|transaction| self.append_in(transaction, session, messages, At::Aligned))
     }
 
     fn push_messages(&self, session: &str, messages: &[Message]) -> Result<Appended, StoreError> {
-        self.write(|transaction| self.append_in(transaction, session, messages, false))
+        self.write(|transaction| self.append_in(transaction, session, messages, At::End))
+    }
+
+    fn log_messages(&self, session: &str, from: usize, messages: &[Message]) -> Result<Appended, StoreError> {
+        self.write(|transaction| self.append_in(transaction, session, messages, At::Position(from)))
     }
 
     fn put_payload(&self, payload: &Payload) -> Result<bool, StoreError> {
@@ -361,7 +401,7 @@ impl SessionStore for SqliteStore {
     ) -> Result<Appended, StoreError> {
         check_payload_sessions(session, payloads)?;
         self.write(|transaction| {
-            let appended = self.append_in(transaction, session, messages, true)?;
+            let appended = self.append_in(transaction, session, messages, At::Aligned)?;
             for payload in payloads {
                 self.put_payload_in(transaction, payload)?;
             }
@@ -369,6 +409,7 @@ impl SessionStore for SqliteStore {
                 self.put_summary_in(transaction, session, summary)?;
             }
             self.put_report_in(transaction, session, report)?;
+            touch(transaction, session).map_err(|err| self.sql(err))?;
             Ok(appended)
         })
     }
@@ -455,6 +496,28 @@ impl SessionStore for SqliteStore {
             // The other tables follow by ON DELETE CASCADE.
             let deleted = transaction.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(sql)?;
             Ok(deleted > 0)
+        })
+    }
+
+    fn prune(&self, before: u64) -> Result<Vec<SessionId>, StoreError> {
+        self.write(|transaction| {
+            let sql = |err| self.sql(err);
+            let mut statement = transaction
+                .prepare("SELECT id FROM sessions WHERE COALESCE(updated, created) < ?1 ORDER BY created")
+                .map_err(sql)?;
+            let rows = statement.query_map([before as i64], |row| row.get(0)).map_err(sql)?;
+            let stale: Vec<SessionId> = rows.collect::<Result<_, _>>().map_err(sql)?;
+            for session in &stale {
+                transaction
+                    .execute(
+                        "DELETE FROM search WHERE search MATCH ?1 AND session = ?2",
+                        params![format!("session : {}", fts_string(session)), session],
+                    )
+                    .map_err(sql)?;
+                transaction.execute("DELETE FROM sessions WHERE id = ?1", [session]).map_err(sql)?;
+            }
+            transaction.execute("DELETE FROM states WHERE updated < ?1", [before as i64]).map_err(sql)?;
+            Ok(stale)
         })
     }
 

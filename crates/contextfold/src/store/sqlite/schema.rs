@@ -67,6 +67,8 @@ ALTER TABLE search_v3 RENAME TO search;
 "#,
     // 4: conversation state, one versioned value per key (see `store::state`).
     "CREATE TABLE IF NOT EXISTS states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
+    // 5: when a session was last written, so old ones can be pruned (`NULL`: at creation).
+    "ALTER TABLE sessions ADD COLUMN updated INTEGER;",
 ];
 
 /// The schema version this build writes.

@@ -7,6 +7,7 @@
 //! What only one store has (files, schemas, servers) is tested in its own module.
 
 mod backend;
+mod log;
 mod persist;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -19,8 +20,8 @@ pub use backend::Backend;
 use contextfold::compactor::{CompactConfig, CompactError, CompactionReport, Compactor, Target};
 use contextfold::core::{Conversation, Message, Role};
 use contextfold::store::{
-    handle_recall, recall_tool_definition, HitLocation, Payload, SessionStore, Summary, MAX_RECALL_CHARS,
-    RECALL_TOOL_NAME,
+    handle_recall, recall_lines, recall_tool_definition, search_answer, search_sessions, HitLocation, Lines, Payload,
+    SessionStore, Summary, MAX_RECALL_CHARS, RECALL_TOOL_NAME,
 };
 use contextfold::summarize::Usage;
 use serde_json::json;
@@ -332,6 +333,82 @@ fn recall_tool(backend: &Backend) {
     assert!(handle_recall(store, &session, &serde_json::json!({"query": "wombat", "page": 4})).is_error);
 }
 
+/// The lines of a payload from `offset` on, answer by answer, put back together, and the
+/// number of answers; each answer's header gives the total and the next offset.
+fn recall_by_lines(store: &dyn SessionStore, reference: &str, limit: Option<usize>) -> (String, usize) {
+    let (mut whole, mut answers, mut offset) = (String::new(), 0, 0);
+    loop {
+        let out = recall_lines(store, reference, Lines { offset, limit });
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.chars().count() <= MAX_RECALL_CHARS);
+        answers += 1;
+        let (header, body) = out.content.split_once('\n').expect("a header line");
+        assert!(header.starts_with(&format!("[{reference}: lines {}-", offset + 1)), "{header}");
+        whole.push_str(body);
+        match header.split_once("pass offset=") {
+            Some((_, next)) => offset = next.trim_end_matches(" for more]").parse().expect("an offset"),
+            None => {
+                assert!(header.ends_with("; the end]"), "{header}");
+                return (whole, answers);
+            }
+        }
+    }
+}
+
+/// Recall by lines: a payload that fits comes back exactly as stored; a large one in answers
+/// bounded by the limit and by [`MAX_RECALL_CHARS`], each with the total line count, that put
+/// together are the payload byte for byte; an offset past the end and an unknown ref are
+/// errors. Search answers newest first, across sessions or in one.
+fn recall_lines_and_search(backend: &Backend) {
+    let store = &*backend.open();
+    let older = store.create_session("older").expect("create");
+    let small = "error: linker `cc` not found\n  = note: No such file\n";
+    let reference = put(store, &older, serde_json::json!(small));
+    let out = recall_lines(store, &reference, Lines::default());
+    assert_eq!((out.content.as_str(), out.is_error), (small, false), "a payload that fits comes back as it is");
+    let second = recall_lines(store, &reference, Lines { offset: 1, limit: Some(5) });
+    assert_eq!(second.content, format!("[{reference}: lines 2-2 of 2; the end]\n  = note: No such file\n"));
+
+    let log: String = (0..20_000).map(|i| format!("{i:05} line of a very long build log é😀\n")).collect();
+    let reference = put(store, &older, serde_json::json!(log.clone()));
+    let (whole, answers) = recall_by_lines(store, &reference, None);
+    assert_eq!(whole, log, "the answers put together are the payload byte for byte");
+    assert!(answers > 10, "{answers} answers");
+    assert_eq!(recall_by_lines(store, &reference, Some(7_000)), (log.clone(), answers), "the bound still holds");
+    let (whole, answers) = recall_by_lines(store, &reference, Some(500));
+    assert_eq!((whole == log, answers), (true, 40));
+    let header = recall_lines(store, &reference, Lines { offset: 100, limit: Some(20) }).content;
+    assert!(header.starts_with(&format!("[{reference}: lines 101-120 of 20000; pass offset=120 for more]\n00100 ")));
+    let past = recall_lines(store, &reference, Lines { offset: 20_000, limit: None });
+    assert!(past.is_error && past.content.contains("offset 20000 is past the end"), "{}", past.content);
+    // A line longer than an answer is cut, and the header says so.
+    let reference = put(store, &older, serde_json::json!("é".repeat(40_000)));
+    let cut = recall_lines(store, &reference, Lines::default());
+    assert!(
+        cut.content.contains("line 1 is longer than one answer holds")
+            && cut.content.chars().count() <= MAX_RECALL_CHARS
+    );
+    let unknown = recall_lines(store, "cf-000000000000", Lines::default());
+    assert!(unknown.is_error && unknown.content.contains("no output is stored under ref `cf-000000000000`"));
+
+    store.append_messages(&older, &[Message::text(Role::User, "the Zanzibar build broke")]).expect("append");
+    let newer = store.create_session("newer").expect("create");
+    let messages: Vec<Message> =
+        (0..3).map(|i| Message::text(Role::User, format!("Zanzibar again, take {i}"))).collect();
+    store.append_messages(&newer, &messages).expect("append");
+    let hits = search_sessions(store, None, "zanzibar", 10).expect("search");
+    let order: Vec<(String, HitLocation)> = hits.into_iter().map(|hit| (hit.session, hit.location)).collect();
+    let at = |session: &str, position| (session.to_string(), HitLocation::Message(position));
+    assert_eq!(order, [at(&newer, 2), at(&newer, 1), at(&newer, 0), at(&older, 0)], "newest first");
+    assert_eq!(search_sessions(store, Some(&older), "zanzibar", 10).expect("search").len(), 1);
+    assert_eq!(search_sessions(store, None, "zanzibar", 2).expect("search").len(), 2);
+    let answer = search_answer(store, None, "zanzibar", 10, "recall it by this ref");
+    assert!(answer.content.starts_with("4 matches for \"zanzibar\", newest first:\n"), "{}", answer.content);
+    assert!(answer.content.contains(&format!("- session {newer}, message 2: ")), "{}", answer.content);
+    let unknown = search_answer(store, Some("no-such-session"), "zanzibar", 10, "");
+    assert!(unknown.is_error && unknown.content.contains("there is no session `no-such-session`"), "{unknown:?}");
+}
+
 #[test]
 fn recall_tool_definitions() {
     use contextfold::core::format::{to_value, Format, Layout};
@@ -468,6 +545,7 @@ every_store! {
     super::exact_and_atomic => exact_and_atomic,
     super::meta => meta,
     super::recall_tool => recall_tool,
+    super::recall_lines_and_search => recall_lines_and_search,
     super::reopen => reopen,
     super::two_writers => two_writers,
     super::corpus => corpus,
@@ -476,4 +554,7 @@ every_store! {
     super::state::state_round_trip => state_round_trip,
     super::state::state_writers_lose_nothing => state_writers_lose_nothing,
     super::state::state_locks => state_locks,
+    super::log::log_writes_from_a_position => log_writes_from_a_position,
+    super::log::prune_deletes_what_was_not_written_since => prune_deletes_what_was_not_written_since,
+    super::log::middleware_logs_each_message_once => middleware_logs_each_message_once,
 }

@@ -5,10 +5,11 @@ use super::{recall_all, runtime, Backend};
 use contextfold::compactor::{CompactConfig, CompactError, Compactor, Step, Strategy, Target};
 use contextfold::core::clip::CLIP_PREFIX;
 use contextfold::core::hash::payload_ref;
-use contextfold::core::summary::RECALL_NOTE;
+use contextfold::core::summary::{recall_note, RECALL_NOTE_PREFIX};
 use contextfold::core::{Block, Conversation, Message, ToolResultContent};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig, PrepareError};
 use contextfold::store::SessionStore;
+use contextfold::store::RECALL_TOOL_NAME;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -89,7 +90,7 @@ pub(super) fn compactor_persists(backend: &Backend) {
     let conversation = Conversation { messages: messages.clone(), ..Conversation::default() };
     let session = store.create_session("compactor").expect("create");
     let mut config = CompactConfig { target: Target::Budget(3_000), ..CompactConfig::default() };
-    config.evict.recall_tool = true;
+    config.evict.recall_tool = Some(RECALL_TOOL_NAME.into());
     let compactor = Compactor::default().with_store(store.clone(), session.clone());
     let compacted = runtime().block_on(compactor.compact(&conversation, &config)).expect("compaction succeeds");
     let report = &compacted.report;
@@ -101,10 +102,10 @@ pub(super) fn compactor_persists(backend: &Backend) {
     let summary = compacted.summary.clone().expect("a summary");
     assert_eq!(store.summaries(&session).expect("summaries"), vec![summary.clone()]);
     assert_eq!(summary.summarizer, "extractive/v1");
-    assert!(!summary.text.contains(RECALL_NOTE));
+    assert!(!summary.text.contains(RECALL_NOTE_PREFIX));
 
     let first = compacted.conversation.messages[0].content.iter().filter_map(Block::as_text).collect::<String>();
-    assert!(first.contains(RECALL_NOTE) && first.contains(summary.text.trim_end()), "{first}");
+    assert!(first.contains(&recall_note(RECALL_TOOL_NAME)) && first.contains(summary.text.trim_end()), "{first}");
     // A second compaction of the same history stores a second report, not the history again;
     // each of its pointers names the tool.
     let config = CompactConfig { strategy: Strategy::Evict, ..config };
@@ -141,7 +142,7 @@ pub(super) fn middleware_persists(backend: &Backend) {
     let store = backend.open();
     let session = store.create_session("middleware").expect("create");
     let mut config = MiddlewareConfig::new(8_000, 1_000);
-    config.compact.evict.recall_tool = true;
+    config.compact.evict.recall_tool = Some(RECALL_TOOL_NAME.into());
     config.clip_on_ingest = Some(1_500);
     let middleware = CompactionMiddleware::new(Compactor::default().with_store(store.clone(), session.clone()), config);
     let all = synthetic(24, 20);

@@ -1,10 +1,10 @@
 //! `POST /v1/chat/completions`: the `messages` of a Chat Completions request, compacted.
 
+use crate::app::App;
 use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::prepare::{open, untouched, Opened, Prepared};
-use crate::proxy::App;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -21,7 +21,7 @@ struct ChatWire<'r> {
 
 impl Wire for ChatWire<'_> {
     fn join(&self, rewritten: &[&Message], from: usize) -> String {
-        let conversation = Conversation { messages: super::owned(rewritten), ..Conversation::default() };
+        let conversation = Conversation { messages: super::openai::owned(rewritten), ..Conversation::default() };
         let written = match openai::to_value(&conversation) {
             Value::Object(mut map) => match map.remove("messages") {
                 Some(Value::Array(entries)) => entries,
@@ -29,7 +29,7 @@ impl Wire for ChatWire<'_> {
             },
             _ => Vec::new(),
         };
-        super::join(self.raw, self.spans, written, from)
+        super::openai::join(self.raw, self.spans, written, from)
     }
 
     fn dialect(&self) -> Dialect {
@@ -46,8 +46,8 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
     };
     let (conversation, spans) = match openai::from_value_spanned(Value::Array(parsed.entries())) {
         Ok(read) => read,
-        Err(err) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {err}"), bytes)),
+        Err(err) => return Ok(untouched(app, log, &super::openai::cannot_read(&err), bytes)),
     };
     let wire = ChatWire { raw: parsed.raw_messages(), spans: &spans };
-    Ok(super::compact_read(app, parts, &parsed, &conversation, &wire, bytes.clone(), log).await)
+    Ok(super::openai::compact_read(app, parts, &parsed, &conversation, &wire, bytes.clone(), log).await)
 }

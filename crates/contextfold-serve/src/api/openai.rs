@@ -1,5 +1,5 @@
-//! OpenAI's two conversation APIs: Chat Completions (`messages`) and the Responses API
-//! (`input` items), each read with its format of `contextfold-core` and compacted on the
+//! What OpenAI's two conversation APIs share: Chat Completions (`messages`) and the Responses
+//! API (`input` items), each read with its format of `contextfold-core` and compacted on the
 //! shared path ([`crate::prepare`]).
 //!
 //! The design choice is the same as for Anthropic's `messages`: the list is the only field
@@ -9,19 +9,16 @@
 //! system prompt) are spliced through untouched, the messages the compaction rewrote are
 //! written by the format's writer, and the rest are the client's own text.
 
-pub mod chat;
-pub mod responses;
-
+use crate::app::App;
 use crate::body::{join_messages, RequestBody};
 use crate::compaction::{Request, Wire};
 use crate::log::RequestLog;
 use crate::prepare::{compact, Prepared};
-use crate::proxy::App;
 use crate::session::{identify_openai, Identity};
 use axum::http::request::Parts;
 use bytes::Bytes;
-use contextfold_core::format::Spans;
-use contextfold_core::{Conversation, Message, System};
+use contextfold_core::format::{FormatError, Spans};
+use contextfold_core::{Conversation, HistoryChain, Message, System};
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -34,7 +31,7 @@ fn identity(parts: &Parts, parsed: &RequestBody<'_>, system: Option<&System>, me
 
 /// Compacts a conversation read from an OpenAI body on the shared path: the tools, model and
 /// identity come from the body, `wire` writes the list back in the API's shape.
-async fn compact_read(
+pub async fn compact_read(
     app: &App,
     parts: &Parts,
     parsed: &RequestBody<'_>,
@@ -46,8 +43,10 @@ async fn compact_read(
     let tools = parsed.value("tools").and_then(|tools| tools.as_array().cloned());
     let identity = identity(parts, parsed, conversation.system.as_ref(), &conversation.messages);
     let model = parsed.value("model");
+    let chain = HistoryChain::of(&conversation.messages);
     let request = Request {
         messages: &conversation.messages,
+        chain: &chain,
         wire,
         system: conversation.system.as_ref(),
         tools: tools.as_deref(),
@@ -57,9 +56,20 @@ async fn compact_read(
     compact(app, identity, request, parsed, bytes, log).await
 }
 
+/// The note of a list the format cannot read: where, never what (a request's text does not
+/// reach the log).
+pub fn cannot_read(err: &FormatError) -> String {
+    let place = match err {
+        FormatError::Model(err) => crate::parsed::cannot_read(&err.location),
+        FormatError::Item { index, .. } => crate::parsed::cannot_read(&format!("input item {index}")),
+        _ => "it is not in a shape the compaction reads".to_string(),
+    };
+    format!("the compaction cannot read it: {place}")
+}
+
 /// The list to send: the client's leading system entries, `written` (the rewritten messages'
 /// entries), then the client's entries of its messages from `from` on.
-fn join(raw: &[&str], spans: &Spans, written: Vec<Value>, from: usize) -> String {
+pub fn join(raw: &[&str], spans: &Spans, written: Vec<Value>, from: usize) -> String {
     let lead = raw[..spans.system.min(raw.len())].iter().map(|raw| Cow::Borrowed(*raw));
     let written = written.into_iter().map(|entry| Cow::Owned(entry.to_string()));
     let start = spans.messages.get(from).map_or(raw.len(), |span| span.start.min(raw.len()));
@@ -68,6 +78,6 @@ fn join(raw: &[&str], spans: &Spans, written: Vec<Value>, from: usize) -> String
 }
 
 /// The messages as owned values, for a writer.
-fn owned(messages: &[&Message]) -> Vec<Message> {
+pub fn owned(messages: &[&Message]) -> Vec<Message> {
     messages.iter().map(|message| (*message).clone()).collect()
 }

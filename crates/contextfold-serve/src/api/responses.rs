@@ -5,12 +5,12 @@
 //! the server holds (`previous_response_id`, or a `conversation`) is forwarded untouched,
 //! and so is one whose `input` is a single string.
 
+use crate::app::App;
 use crate::body::BodyError;
 use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::prepare::{open, untouched, Opened, Prepared};
-use crate::proxy::App;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -28,8 +28,8 @@ struct ResponsesWire<'r> {
 
 impl Wire for ResponsesWire<'_> {
     fn join(&self, rewritten: &[&Message], from: usize) -> String {
-        let conversation = Conversation { messages: super::owned(rewritten), ..Conversation::default() };
-        super::join(self.raw, self.spans, responses::items(&conversation), from)
+        let conversation = Conversation { messages: super::openai::owned(rewritten), ..Conversation::default() };
+        super::openai::join(self.raw, self.spans, responses::items(&conversation), from)
     }
 
     fn problems(&self, conversation: &Conversation) -> Vec<Problem> {
@@ -95,8 +95,8 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
     request.insert("input".into(), Value::Array(parsed.entries()));
     let (conversation, spans) = match responses::from_value_spanned(Value::Object(request)) {
         Ok(read) => read,
-        Err(err) => return Ok(untouched(app, log, &format!("the compaction cannot read it: {err}"), bytes)),
+        Err(err) => return Ok(untouched(app, log, &super::openai::cannot_read(&err), bytes)),
     };
     let wire = ResponsesWire { raw: parsed.raw_messages(), spans: &spans };
-    Ok(super::compact_read(app, parts, &parsed, &conversation, &wire, bytes.clone(), log).await)
+    Ok(super::openai::compact_read(app, parts, &parsed, &conversation, &wire, bytes.clone(), log).await)
 }

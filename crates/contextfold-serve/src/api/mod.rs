@@ -1,0 +1,33 @@
+//! The conversation APIs side by side: each reads its body's list into the model and hands
+//! it to the shared path ([`crate::prepare`]), with a [`Wire`](crate::compaction::Wire) that
+//! writes the list back in its own shape.
+
+pub mod chat;
+pub mod messages;
+mod openai;
+pub mod responses;
+
+use crate::app::App;
+use crate::error::ProxyError;
+use crate::log::RequestLog;
+use crate::prepare::Prepared;
+use crate::route::Route;
+use axum::http::request::Parts;
+use bytes::Bytes;
+
+/// The body to send for a request on a conversation `route`, and what to learn from its
+/// answer; anything else goes as it came.
+pub async fn body(
+    app: &App,
+    route: Route,
+    parts: &Parts,
+    bytes: Bytes,
+    log: &mut RequestLog,
+) -> Result<Prepared, ProxyError> {
+    match route {
+        Route::Messages => messages::body(app, parts, bytes, log).await,
+        Route::ChatCompletions => chat::body(app, parts, bytes, log).await,
+        Route::Responses => responses::body(app, parts, bytes, log).await,
+        Route::Forward(_) => Ok((bytes, None)),
+    }
+}

@@ -1,0 +1,171 @@
+//! What the proxy saved, tallied from each request's log line as it is written: calls,
+//! compactions, tokens received from clients and sent upstream, and the estimated input cost
+//! with and without contextfold.
+//!
+//! The cost is the replay's prompt-cache model ([`Price::input_cost`]) at the list price of
+//! the request's model family ([`Price::of_model`]); a model of no known family is counted in
+//! tokens only. Each conversation's request reads from the cache what it shares with the one
+//! before: the client's requests grow by appending, so a request received shares all of the
+//! previous one; what contextfold sends shares the previous one too, except after a
+//! compaction, which is counted as written whole (its system prompt and tools were in fact
+//! read from the cache, so the cost with contextfold is, if anything, overstated).
+
+use crate::log::{Action, RequestLog};
+use contextfold::replay::Price;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The most conversations whose last request sizes are remembered; past it they are
+/// forgotten and a conversation's next request counts as a first one.
+const MAX_CONVERSATIONS: usize = 10_000;
+
+/// The totals so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Conversation requests answered with success (token counts excluded).
+    pub calls: u64,
+    /// Of which compacted.
+    pub compactions: u64,
+    /// Estimated tokens of the requests as clients sent them.
+    pub tokens_received: u64,
+    /// Estimated tokens of the requests as sent upstream.
+    pub tokens_sent: u64,
+    /// Estimated input cost in US dollars without contextfold (the requests as received).
+    pub cost_without: f64,
+    /// Estimated input cost in US dollars with contextfold (the requests as sent).
+    pub cost_with: f64,
+    /// The model families priced, by name (`sonnet`, …), in the order first seen.
+    pub families: Vec<&'static str>,
+    /// Calls whose model has no known list price (counted in tokens, not in cost).
+    pub unpriced_calls: u64,
+}
+
+impl Totals {
+    /// One line saying what the totals are.
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "{} calls, {} compactions; {} tokens received, {} sent",
+            self.calls, self.compactions, self.tokens_received, self.tokens_sent
+        );
+        if !self.families.is_empty() {
+            line += &format!(
+                "; estimated input cost ${:.2} without contextfold, ${:.2} with ({} list price, prompt caching counted)",
+                self.cost_without,
+                self.cost_with,
+                self.families.join(", ")
+            );
+        }
+        if self.unpriced_calls > 0 {
+            line += &format!("; {} calls of models with no known list price are not in the cost", self.unpriced_calls);
+        }
+        line
+    }
+}
+
+/// The tally, shared by every request.
+#[derive(Debug, Default)]
+pub struct Savings {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    totals: Totals,
+    /// Each conversation's last request: tokens received, tokens sent.
+    last: HashMap<String, (u64, u64)>,
+}
+
+impl Savings {
+    /// The totals so far.
+    pub fn totals(&self) -> Totals {
+        self.lock().totals.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts the request `log` describes, when it is a call of a conversation that
+    /// succeeded with token counts (`count_tokens` is no call).
+    pub(crate) fn record(&self, log: &RequestLog) {
+        let conversation_call =
+            matches!(log.action, Action::Unchanged | Action::Compacted | Action::Resent | Action::Untouched);
+        let (Some(received), Some(sent)) = (log.tokens_in, log.tokens_out) else { return };
+        if !conversation_call || !(200..300).contains(&log.status) || log.path.ends_with("/count_tokens") {
+            return;
+        }
+        let compacted = log.action == Action::Compacted;
+        let mut state = self.lock();
+        let key = log.conversation.clone().unwrap_or_default();
+        let previous = state.last.get(&key).copied();
+        if previous.is_none() && state.last.len() >= MAX_CONVERSATIONS {
+            state.last.clear();
+        }
+        state.last.insert(key, (received, sent));
+        let totals = &mut state.totals;
+        totals.calls += 1;
+        totals.compactions += u64::from(compacted);
+        totals.tokens_received += received;
+        totals.tokens_sent += sent;
+        let Some((family, price)) = log.model.as_deref().and_then(Price::of_model) else {
+            totals.unpriced_calls += 1;
+            return;
+        };
+        if !totals.families.contains(&family) {
+            totals.families.push(family);
+        }
+        let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
+        let read_sent = match previous {
+            Some((_, sent_before)) if !compacted => sent_before.min(sent),
+            _ => 0,
+        };
+        totals.cost_without += price.input_cost(read_received, received - read_received, true);
+        totals.cost_with += price.input_cost(read_sent, sent - read_sent, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogFormat;
+
+    fn call(conversation: &str, model: &str, tokens: (u64, u64), action: Action) -> RequestLog {
+        let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
+        log.conversation = Some(conversation.into());
+        log.model = Some(model.into());
+        (log.tokens_in, log.tokens_out) = (Some(tokens.0), Some(tokens.1));
+        log.action = action;
+        log.status = 200;
+        log
+    }
+
+    #[test]
+    fn the_tally_prices_each_conversation_with_the_cache_model() {
+        let savings = Savings::default();
+        savings.record(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged));
+        savings.record(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted));
+        savings.record(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent));
+        let mut not_a_call = call("a", "claude-sonnet-4-5", (1, 1), Action::Refused);
+        not_a_call.status = 401;
+        savings.record(&not_a_call);
+        let mut counted = call("b", "claude-sonnet-4-5", (9, 9), Action::Unchanged);
+        counted.path = "/v1/messages/count_tokens".into();
+        savings.record(&counted);
+        savings.record(&call("c", "gpt-5", (10, 10), Action::Unchanged));
+        let totals = savings.totals();
+        assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (4, 1, 1));
+        assert_eq!((totals.tokens_received, totals.tokens_sent), (410_010, 190_010));
+        let price = Price::parse("sonnet").unwrap();
+        let without = price.input_cost(0, 100_000, true)
+            + price.input_cost(100_000, 50_000, true)
+            + price.input_cost(150_000, 10_000, true);
+        let with = price.input_cost(0, 100_000, true)
+            + price.input_cost(0, 40_000, true)
+            + price.input_cost(40_000, 10_000, true);
+        assert!((totals.cost_without - without).abs() < 1e-12 && (totals.cost_with - with).abs() < 1e-12);
+        assert_eq!(totals.families, ["sonnet"]);
+        let line = totals.line();
+        assert!(line.starts_with("4 calls, 1 compactions; 410010 tokens received, 190010 sent; estimated input cost $"));
+        assert!(line.ends_with("; 1 calls of models with no known list price are not in the cost"), "{line}");
+    }
+}
