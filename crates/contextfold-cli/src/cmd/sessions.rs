@@ -58,7 +58,11 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<ExitCode> {
                 println!("{id}");
             }
             let noun = if deleted.len() == 1 { "session" } else { "sessions" };
-            eprintln!("deleted {} {noun} not written for {} from {location}", deleted.len(), humantime::format_duration(*older_than));
+            eprintln!(
+                "deleted {} {noun} not written for {} from {location}",
+                deleted.len(),
+                humantime::format_duration(*older_than)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some(SessionsAction::Upgrade) => {

@@ -36,6 +36,8 @@ impl Upstream {
         let kept = received.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
+                // Answer like a real server: no Nagle delay on the last small write.
+                let _ = stream.set_nodelay(true);
                 let (kept, script) = (kept.clone(), script.clone());
                 std::thread::spawn(move || answer(stream, &kept, script.as_ref()));
             }
@@ -91,10 +93,13 @@ fn answer(stream: TcpStream, kept: &Mutex<Vec<Received>>, script: &dyn Fn(&Recei
 
 /// A streamed Messages answer holding `content`.
 fn message_stream(content: &[Value], stop_reason: &str, input_tokens: u64) -> String {
+    // Each answer its own id, as the API gives: Claude Code merges the blocks of one id.
+    static ANSWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = format!("msg_wrap_{}", ANSWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = event(
         "message_start",
-        json!({"type": "message_start", "message": {"id": "msg_wrap", "type": "message", "role": "assistant",
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
             "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
     );
@@ -136,9 +141,19 @@ fn wrap(dir: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Out
         command.env(name, value);
     }
     let child = command.spawn().expect("contextfold starts");
+    let pid = child.id().to_string();
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || done.send(child.wait_with_output()));
-    finished.recv_timeout(limit).expect("wrap finished in time").expect("wrap ran")
+    match finished.recv_timeout(limit) {
+        Ok(out) => out.expect("wrap ran"),
+        Err(_) => {
+            // Stop it, and show what it said before it hung.
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            let out = finished.recv().expect("wrap was stopped").expect("wrap ran");
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            panic!("wrap did not finish within {limit:?}\nstdout: {stdout}\nstderr: {stderr}");
+        }
+    }
 }
 
 /// The proxy's address, from the line wrap writes when it starts.

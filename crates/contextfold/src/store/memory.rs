@@ -1,8 +1,8 @@
 //! A session store in memory: for tests, and for users who want no file.
 
 use super::{
-    aligned_prefix, check_payload_sessions, log_gap, message_hash, message_text, new_session_id, now_secs, searchable_text,
-    Appended, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
+    aligned_prefix, check_payload_sessions, log_gap, message_hash, message_text, new_session_id, now_secs,
+    searchable_text, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use contextfold_core::Message;
 use serde_json::Value;
@@ -136,8 +136,9 @@ impl SessionStore for MemoryStore {
 
     fn prune(&self, before: u64) -> Result<Vec<SessionId>, StoreError> {
         let mut sessions = self.lock();
-        let (stale, kept): (Vec<Session>, Vec<Session>) =
-            std::mem::take(&mut *sessions).into_iter().partition(|session| session.updated.max(session.created) < before);
+        let (stale, kept): (Vec<Session>, Vec<Session>) = std::mem::take(&mut *sessions)
+            .into_iter()
+            .partition(|session| session.updated.max(session.created) < before);
         // Conversation states in memory last as long as the process.
         *sessions = kept;
         Ok(stale.into_iter().map(|session| session.id).collect())

@@ -148,7 +148,8 @@ async fn the_proxys_own_errors_are_in_openais_shape() {
     }
     assert!(mock.requests().is_empty(), "nothing was forwarded");
 
-    let guarded = proxy_with(ServeConfig { auth_token: Some("s3cret-0123456789abcdef".into()), ..openai_config(&mock) }).await;
+    let guarded =
+        proxy_with(ServeConfig { auth_token: Some("s3cret-0123456789abcdef".into()), ..openai_config(&mock) }).await;
     let response = client().post(format!("{}/v1/chat/completions", guarded.url)).body(CHAT_BODY).send().await.unwrap();
     assert_eq!(response.status(), 401);
     let (kind, code, _) = openai_error(&response.text().await.unwrap());

@@ -17,9 +17,9 @@ pub use schema::POSTGRES_SCHEMA_VERSION;
 pub use url::PostgresUrl;
 
 use super::{
-    aligned_prefix, check_payload_sessions, log_gap, At, decode_json, encode_json, message_from_stored, message_hash, message_text,
-    new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
-    SessionStore, StoreError, Summary,
+    aligned_prefix, check_payload_sessions, decode_json, encode_json, log_gap, message_from_stored, message_hash,
+    message_text, new_session_id, now_secs, searchable_text, shape_name, Appended, At, Hit, HitLocation, Payload,
+    SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
 use blocking::Driver;
@@ -392,8 +392,9 @@ async fn append_in(
                     )
                     .await?;
                 transaction.execute(&statement, &[&session, &from]).await?;
-                let statement =
-                    transaction.prepare_cached("DELETE FROM contextfold.messages WHERE session = $1 AND seq >= $2").await?;
+                let statement = transaction
+                    .prepare_cached("DELETE FROM contextfold.messages WHERE session = $1 AND seq >= $2")
+                    .await?;
                 transaction.execute(&statement, &[&session, &from]).await?;
             }
             (0, from)

@@ -15,9 +15,9 @@ mod file;
 mod schema;
 
 use super::{
-    aligned_prefix, check_payload_sessions, log_gap, At, decode_json, encode_json, message_from_stored, message_hash, message_text,
-    new_session_id, now_secs, searchable_text, shape_name, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo,
-    SessionStore, StoreError, Summary,
+    aligned_prefix, check_payload_sessions, decode_json, encode_json, log_gap, message_from_stored, message_hash,
+    message_text, new_session_id, now_secs, searchable_text, shape_name, Appended, At, Hit, HitLocation, Payload,
+    SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;

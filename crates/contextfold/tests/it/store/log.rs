@@ -60,7 +60,8 @@ fn calls(turns: usize) -> Vec<Vec<Message>> {
     let mut plain: Vec<Value> = vec![json!({"role": "user", "content": "fix the build"})];
     let mut requests = Vec::new();
     for turn in 0..turns {
-        let output: String = (0..60).map(|line| format!("turn {turn} line {line}: compiling crate_{line} for build{turn}\n")).collect();
+        let output: String =
+            (0..60).map(|line| format!("turn {turn} line {line}: compiling crate_{line} for build{turn}\n")).collect();
         plain.push(json!({"role": "assistant", "content": [
             {"type": "tool_use", "id": format!("t{turn}"), "name": "Bash", "input": {"command": "cargo build"}}]}));
         plain.push(json!({"role": "user", "content": [
@@ -91,9 +92,15 @@ pub(super) fn middleware_logs_each_message_once(backend: &Backend) {
     let exported = store.export(&session).expect("export");
     assert_eq!(exported.len(), last.len(), "one row per message");
     let expected: Vec<Value> = (last.iter().map(Message::to_value))
-        .map(|value| serde_json::from_str(&value.to_string().replace(r#","cache_control":{"type":"ephemeral"}"#, "")).unwrap())
+        .map(|value| {
+            serde_json::from_str(&value.to_string().replace(r#","cache_control":{"type":"ephemeral"}"#, "")).unwrap()
+        })
         .collect();
-    assert_eq!(exported.iter().map(Message::to_value).collect::<Vec<_>>(), expected, "the latest history, breakpoints aside");
+    assert_eq!(
+        exported.iter().map(Message::to_value).collect::<Vec<_>>(),
+        expected,
+        "the latest history, breakpoints aside"
+    );
     assert_eq!(store.reports(&session).expect("reports").len(), compactions);
     assert_eq!(store.search(Some(&session), "build7", 50).expect("search").len(), 1, "one hit per stored text");
 }
