@@ -10,7 +10,8 @@
 //! summarized ([`assemble_keeping`]): an instruction the harness gave stays a system
 //! instruction. They follow the summary message as one system message (several are joined,
 //! in order, ahead of the tail's own system message when the tail's first turn has one), so
-//! they still come before everything they applied to. A system message in the tail is never
+//! they still come before everything they applied to; an identical repeat is kept once, the
+//! newest. A system message in the tail is never
 //! touched or moved.
 
 use crate::conversation::{Block, ContentShape, Conversation, Message, Role};
@@ -164,12 +165,28 @@ pub fn assemble_keeping(
     match out.messages.get_mut(1) {
         Some(next) if next.role == Role::System => {
             system.content.append(&mut next.content);
-            next.content = system.content;
+            next.content = without_repeats(system.content);
             next.shape = ContentShape::Blocks;
         }
-        _ => out.messages.insert(1.min(out.messages.len()), system),
+        _ => {
+            system.content = without_repeats(system.content);
+            out.messages.insert(1.min(out.messages.len()), system)
+        }
     }
     out
+}
+
+/// `blocks` with each identical repeat dropped but its newest: a harness repeats the same
+/// reminder after many turns, and a hundred copies of one say no more than the last.
+fn without_repeats(blocks: Vec<Block>) -> Vec<Block> {
+    let mut kept: Vec<Block> = Vec::with_capacity(blocks.len());
+    for block in blocks.into_iter().rev() {
+        if !kept.contains(&block) {
+            kept.push(block);
+        }
+    }
+    kept.reverse();
+    kept
 }
 
 #[cfg(test)]
@@ -248,6 +265,20 @@ mod tests {
             assert!(recall_note(tool).contains(&format!("call {tool} with the ref")));
             assert_eq!(split_summary(&out.messages[0]).expect("a summary").summary, "did things");
         }
+    }
+
+    #[test]
+    fn a_repeated_reminder_is_kept_once_the_newest() {
+        let system = |text: &str| Message::text(Role::System, text);
+        let conversation = conversation();
+        let kept: Vec<Message> =
+            (0..100).flat_map(|turn| [system("a file changed"), system(&format!("turn {turn}"))]).collect();
+        let out = assemble_keeping(&conversation, Some("s"), &[], &kept[..5], &conversation.messages[3..]);
+        assert!(validate(&out).is_empty(), "{:?}", validate(&out));
+        let texts: Vec<_> = out.messages[1].content.iter().filter_map(Block::as_text).collect();
+        assert_eq!(texts, ["turn 0", "turn 1", "a file changed"]);
+        let out = assemble_keeping(&conversation, Some("s"), &[], &kept, &conversation.messages[3..]);
+        assert_eq!(out.messages[1].content.len(), 101, "one copy of the reminder and each distinct turn");
     }
 
     #[test]

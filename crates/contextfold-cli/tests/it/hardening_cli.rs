@@ -419,12 +419,13 @@ fn hardening_14_reading_commands_open_the_store_read_only_and_never_migrate() {
     assert_eq!(std::fs::read(&store).expect("read"), before, "reading changed the store");
     // A store of an older schema: reading commands say to upgrade and leave it as it was.
     let connection = rusqlite::Connection::open(&store).expect("open");
-    connection.execute_batch("PRAGMA user_version = 2;").expect("downgrade");
+    // Schema 4 is schema 5 without the sessions' `updated` column.
+    connection.execute_batch("ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 4;").expect("downgrade");
     drop(connection);
     let old = std::fs::read(&store).expect("read");
     for words in reading_commands(&store, &session, &reference) {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        let says = format!("has schema 2 and this build reads schema {}", contextfold::store::SCHEMA_VERSION);
+        let says = format!("has schema 4 and this build reads schema {}", contextfold::store::SCHEMA_VERSION);
         fails_once(&contextfold(&words), &[&says, "sessions upgrade --store"]);
     }
     assert_eq!(std::fs::read(&store).expect("read"), old, "a reader migrated the store");

@@ -19,5 +19,6 @@ mod replay_cost;
 mod sdk;
 mod security;
 mod sessions;
+mod soak;
 mod stored;
 mod streaming;

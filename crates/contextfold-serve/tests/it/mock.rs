@@ -197,6 +197,12 @@ impl Mock {
         let router = axum::Router::new().fallback(handle).with_state(inner.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
+            // Answer like a real server: no Nagle delay (with the client's delayed ACKs, 40 ms
+            // a call) on a reply's last small write.
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, router)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;

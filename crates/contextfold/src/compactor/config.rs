@@ -28,12 +28,34 @@ pub enum Target {
 }
 
 impl Target {
-    /// The target in tokens for a conversation of `current` tokens.
+    /// The target in tokens for a conversation of `current` tokens, before its system
+    /// prompt and tools are known (as if they took nothing).
     pub fn tokens(&self, current: u64) -> u64 {
+        self.tokens_after(current, 0)
+    }
+
+    /// The target in tokens for a conversation of `current` tokens whose system prompt and
+    /// tools take `preamble`. A window's fraction is of the room the preamble leaves: the
+    /// preamble is sent whole whatever the target, so a fraction of the whole window would
+    /// leave the messages nothing when the preamble is large (a coding agent's is often
+    /// 15–20k tokens).
+    pub fn tokens_after(&self, current: u64, preamble: u64) -> u64 {
         match *self {
             Target::Budget(budget) => budget,
-            Target::Window { window, reserve, fraction } => (window.saturating_sub(reserve) as f64 * fraction) as u64,
+            Target::Window { window, reserve, fraction } => {
+                let usable = window.saturating_sub(reserve);
+                let preamble = preamble.min(usable);
+                preamble + ((usable - preamble) as f64 * fraction) as u64
+            }
             Target::Shrink(fraction) => (current as f64 * fraction) as u64,
+        }
+    }
+
+    /// The usable window of a [`Target::Window`] (`None` for the others).
+    pub fn usable(&self) -> Option<u64> {
+        match *self {
+            Target::Window { window, reserve, .. } => Some(window.saturating_sub(reserve)),
+            _ => None,
         }
     }
 

@@ -6,7 +6,7 @@
 //! after an edit only the changed messages are counted again.
 
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
-use super::sizing::{message_counts, smallest_workable, tail_plan, Smallest};
+use super::sizing::{message_counts, smallest_workable, tail_plan, whole_newest_turn, Smallest};
 use super::summarizing::{holds_first_request, summary_budget};
 use super::{CompactConfig, CompactError, Compactor, Strategy, Undersized};
 use crate::store::{head_hash, Summary};
@@ -51,7 +51,7 @@ impl<'a> Pass<'a> {
         };
         let mut ledger = TokenLedger::new(counter);
         report.tokens_before = ledger.resync_conversation(&work);
-        let target = config.target.tokens(report.tokens_before);
+        let target = config.target.tokens_after(report.tokens_before, ledger.preamble_tokens());
         report.target_tokens = target;
         Pass {
             compactor,
@@ -207,6 +207,19 @@ impl<'a> Pass<'a> {
     /// turn that cannot be cut; when it does not, fails or raises the target to that. The
     /// ledger must be synced to `work`.
     fn check_room(&mut self) -> Result<(), CompactError> {
+        // The newest turn is what the model just asked for: whole, when it fits under the cap
+        // beside the preamble and a minimal summary.
+        let ceiling = self.config.limit.or(self.config.target.usable());
+        if let (Some(whole), Some(ceiling)) = (whole_newest_turn(self.config, &self.work, &self.ledger), ceiling) {
+            if self.target < whole && whole <= ceiling {
+                self.report.notes.push(format!(
+                    "the target was raised from {} to {whole} tokens to keep the newest turn whole",
+                    self.target
+                ));
+                self.target = whole;
+                self.report.target_tokens = whole;
+            }
+        }
         let Some(Smallest { target: smallest, preamble, summary, tail }) =
             smallest_workable(self.config, &self.work, &self.ledger)
         else {

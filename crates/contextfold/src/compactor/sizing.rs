@@ -20,7 +20,8 @@ impl CompactConfig {
     /// workable one under [`Undersized::Raise`], as a compaction raises it), for reports.
     pub fn plan_config(&self, conversation: &Conversation, counter: &dyn TokenCounter) -> (u64, PlanConfig) {
         let mut ledger = TokenLedger::new(counter);
-        let mut target = self.target.tokens(ledger.resync_conversation(conversation));
+        let current = ledger.resync_conversation(conversation);
+        let mut target = self.target.tokens_after(current, ledger.preamble_tokens());
         if self.undersized == Undersized::Raise {
             if let Some(smallest) = smallest_workable(self, conversation, &ledger) {
                 target = target.max(smallest.target);
@@ -54,6 +55,14 @@ pub(super) fn smallest_workable(
     let preamble = ledger.preamble_tokens();
     let summary = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
     Some(Smallest { target: preamble + summary + tail, preamble, summary, tail })
+}
+
+/// The preamble, a minimal summary and the newest turn unclipped together: the target that
+/// keeps what the model just asked for whole; `None` without a safe cut.
+pub(super) fn whole_newest_turn(config: &CompactConfig, work: &Conversation, ledger: &TokenLedger<'_>) -> Option<u64> {
+    let tail = newest_turn_tokens(work, ledger, None)?;
+    let summary = SUMMARY_FRAMING + MIN_WORKABLE_SUMMARY_TOKENS.min(config.summary_tokens);
+    Some(ledger.preamble_tokens() + summary + tail)
 }
 
 /// Tokens of the smallest tail a cut can leave (the messages after the last safe cut),

@@ -63,7 +63,10 @@ fn a_version_1_store_gains_the_state_table_and_keeps_its_sessions() {
     let store = PostgresStore::open(&db.url).expect("open");
     let session = store.create_session("before the states").expect("create");
     drop(store);
-    db.execute("DROP TABLE contextfold.states; UPDATE contextfold.schema_version SET version = 1");
+    db.execute(
+        "DROP TABLE contextfold.states; ALTER TABLE contextfold.sessions DROP COLUMN updated; \
+         UPDATE contextfold.schema_version SET version = 1",
+    );
     let store = PostgresStore::open(&db.url).expect("migrated");
     assert_eq!(
         db.query_text("SELECT version::text FROM contextfold.schema_version"),
