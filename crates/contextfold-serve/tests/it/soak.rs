@@ -105,11 +105,11 @@ impl Client {
         self.calls += 1;
         let Some(id) = id else { return };
         let mut result = vec![json!({"type": "tool_result", "tool_use_id": id, "content": self.output(&id)})];
-        if self.calls % 3 == 0 {
+        if self.calls.is_multiple_of(3) {
             result.push(json!({"type": "text", "text": "<system-reminder>The task tools have not been used recently. Consider them.</system-reminder>"}));
         }
         self.push(json!({"role": "user", "content": result}));
-        if self.calls % 5 == 0 {
+        if self.calls.is_multiple_of(5) {
             // As Claude Code sends them: last, before the model's turn.
             self.push(json!({"role": "system", "content": "Note: a file you read earlier was modified by the user."}));
         }
