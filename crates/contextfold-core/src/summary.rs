@@ -164,8 +164,11 @@ pub fn assemble_keeping(
     }
     match out.messages.get_mut(1) {
         Some(next) if next.role == Role::System => {
-            system.content.append(&mut next.content);
-            next.content = without_repeats(system.content);
+            // The tail's own message is kept whole; the head's copies of its text go.
+            let mut head = without_repeats(system.content);
+            head.retain(|block| !next.content.contains(block));
+            head.append(&mut next.content);
+            next.content = head;
             next.shape = ContentShape::Blocks;
         }
         _ => {

@@ -745,13 +745,26 @@ fn system_texts(messages: &[Message]) -> Vec<&str> {
         .collect()
 }
 
-/// Every system message of `input` is in `output` verbatim and in order, never first; those
-/// of the tail are where they were (counted from the end), byte for byte.
+/// Every system message of `input` is in `output` verbatim and in order (an identical repeat
+/// once, the newest), never first; those of the tail are where they were (counted from the
+/// end), byte for byte.
 fn check_system_messages_kept(input: &Conversation, output: &Conversation, cut: usize) -> Result<(), String> {
     if output.messages.first().is_some_and(|first| first.role == Role::System) {
         return Err("the output starts with a system message".into());
     }
-    let (before, after) = (system_texts(&input.messages), system_texts(&output.messages));
+    // An identical repeat may be kept once, the newest.
+    let newest_of_each = |texts: Vec<&str>| -> Vec<String> {
+        let mut kept: Vec<String> = Vec::new();
+        for text in texts.into_iter().rev() {
+            if !kept.iter().any(|seen| seen == text) {
+                kept.push(text.to_string());
+            }
+        }
+        kept.reverse();
+        kept
+    };
+    let before = newest_of_each(system_texts(&input.messages));
+    let after = newest_of_each(system_texts(&output.messages));
     if before != after {
         return Err(format!("system messages changed: {before:?} became {after:?}"));
     }
