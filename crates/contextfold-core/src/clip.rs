@@ -27,6 +27,16 @@ mod json;
 /// How every clip marker starts.
 pub const CLIP_PREFIX: &str = "[contextfold: clipped ";
 
+/// The ref of the original an output clipped once names in its marker; `None` when it has no
+/// marker, or more than one (an output that quotes others').
+pub fn clipped_original_ref(text: &str) -> Option<&str> {
+    let mut markers = text.lines().filter(|line| line.starts_with(CLIP_PREFIX));
+    let (marker, None) = (markers.next()?, markers.next()) else { return None };
+    let reference = marker.strip_suffix(']')?.rsplit_once("; ref ")?.1;
+    let hex = reference.strip_prefix("cf-")?;
+    (!hex.is_empty() && hex.bytes().all(|byte| byte.is_ascii_hexdigit())).then_some(reference)
+}
+
 /// The smallest limit clipping accepts: below it the marker alone would not fit.
 pub const MIN_CLIP_TOKENS: u64 = 96;
 

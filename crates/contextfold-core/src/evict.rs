@@ -567,17 +567,21 @@ fn offload(
     counter: &dyn TokenCounter,
 ) -> Option<Offload> {
     let block = message.content.get(choice.block)?;
-    let (payload, replacement) = match block {
+    let (payload, reference, replacement) = match block {
         Block::ToolResult(result) => {
             let payload = match &result.content {
                 Some(ToolResultContent::Text(text)) => Value::String(text.clone()),
                 Some(ToolResultContent::Blocks(blocks)) => Value::Array(blocks.iter().map(Block::to_value).collect()),
                 None => return None,
             };
-            let reference = payload_ref(&payload);
-            let lines = result.text().lines().count();
+            // An output clipped earlier is pointed at by its original's ref, which the clip
+            // stored: recall gives the output as it came, in one hop, not the clipped text.
+            let text = result.text();
+            let reference =
+                crate::clip::clipped_original_ref(&text).map_or_else(|| payload_ref(&payload), str::to_string);
+            let lines = text.lines().count();
             let failed = matches!(crate::extract::outcome(result), crate::extract::Outcome::Failed(_));
-            let failure = failed.then(|| crate::extract::error_line(&result.text()));
+            let failure = failed.then(|| crate::extract::error_line(&text));
             let pointed = Pointed {
                 tool: &choice.tool,
                 action: &choice.action,
@@ -589,7 +593,7 @@ fn offload(
             let text = pointer(&pointed, &reference, recall_tool);
             let mut replaced = result.clone();
             replaced.content = Some(ToolResultContent::Text(text));
-            (payload, Block::ToolResult(replaced))
+            (payload, reference, Block::ToolResult(replaced))
         }
         Block::ToolUse(tool_use) => {
             let reference = payload_ref(&tool_use.input);
@@ -609,13 +613,13 @@ fn offload(
                     restore_hint(ActionKind::FileWrite, recall_tool),
                 ));
             }
-            (tool_use.input.clone(), Block::ToolUse(replaced))
+            (tool_use.input.clone(), reference, Block::ToolUse(replaced))
         }
         _ => return None,
     };
     let freed = tokens.checked_sub(count_block(counter, &replacement)).filter(|&freed| freed > 0)?;
     Some(Offload {
-        reference: payload_ref(&payload),
+        reference,
         tool: choice.tool,
         kind: choice.action.kind,
         target: choice.action.target,
@@ -710,6 +714,26 @@ mod tests {
         assert!(text.contains("superseded by a later read) — re-read the file to restore; ref cf-"), "{text}");
         // Already-evicted payloads are never processed again.
         assert_eq!(check(&mut conversation, &no_age()), []);
+    }
+
+    #[test]
+    fn an_output_clipped_earlier_is_pointed_at_by_its_originals_ref() {
+        let clipped = |tag: &str, reference: &str| {
+            let long: String = (0..400).map(|line| format!("{tag} line {line} of some file content\n")).collect();
+            let config = crate::clip::ClipConfig::new(200);
+            crate::clip::clip_text(&long, &config, ActionKind::FileRead, reference, &Chars4).expect("clipped")
+        };
+        let steps = [("Read", read("a.rs"), clipped("a1", "cf-0123456789ab")), ("Read", read("a.rs"), big("a2"))];
+        let mut conversation = session(&steps);
+        let report = evict(&mut conversation, &no_age(), &Chars4);
+        let item = report.items.first().expect("the clipped output is evicted");
+        assert_eq!(item.reference, "cf-0123456789ab", "the original's ref, which recall answers with the original");
+        let Block::ToolResult(result) = &conversation.messages[2].content[0] else { panic!() };
+        assert!(result.text().ends_with("; ref cf-0123456789ab]"), "{}", result.text());
+        // Text quoting two markers is not one clipped output: it gets a ref of its own.
+        let two = format!("{}\n{}", clipped("x", "cf-00000000000a"), clipped("y", "cf-00000000000b"));
+        assert_eq!(crate::clip::clipped_original_ref(&two), None);
+        assert_eq!(crate::clip::clipped_original_ref("[contextfold: clipped 3 lines; ref cf-zz]"), None);
     }
 
     #[test]

@@ -156,6 +156,47 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     (sent_refs.len(), summaries)
 }
 
+/// An output too big for the window is clipped when it arrives and evicted later: every ref
+/// the upstream was shown, the eviction pointer's too, recalls the output as the client sent
+/// it, in one hop (never the clipped text with a second ref in it).
+#[tokio::test]
+async fn every_ref_recalls_the_original_even_of_an_output_clipped_then_evicted() {
+    let dir = scratch("clipped-then-evicted");
+    let path = dir.join("proxy.db");
+    let mock = Mock::start(agent_script(10_000)).await;
+    let store = Some(StoreLocation::File(path.clone()));
+    let proxy = proxy(contextfold_serve::ServeConfig { store, strategy: Strategy::Evict, ..config(&mock.url()) }).await;
+    let client = client();
+    let mut agent = Agent::new("clipper", "read the generated parser");
+    let mut huge = String::new();
+    for step in 0..30 {
+        // The third output is far bigger than the whole window.
+        agent.output_chars = if step == 2 { 120_000 } else { 2_000 };
+        agent.step(&client, &proxy.url).await;
+        if step == 2 {
+            let result = &agent.messages.last().expect("a result")["content"][0]["content"];
+            huge = result.as_str().expect("text").to_string();
+        }
+    }
+    proxy.stop().await.expect("stops");
+    let sent: Vec<String> =
+        mock.messages_requests().iter().map(|request| String::from_utf8_lossy(&request.body).into_owned()).collect();
+    assert!(sent.iter().any(|body| body.contains("[contextfold: clipped ")), "the big output was clipped");
+    let pointed =
+        sent.iter().any(|body| body.contains("[contextfold: offloaded ") && body.contains("clipper toolu_clipper_002"));
+    let evicted_later = sent.iter().rev().take(5).all(|body| !body.contains("[contextfold: clipped "));
+    assert!(pointed || evicted_later, "the clipped output was evicted later");
+    let store = SqliteStore::open_existing(&path).expect("the proxy's store");
+    let mut originals = 0;
+    for reference in refs(&sent.concat()) {
+        let payload = store.recall(&reference).expect("recall").unwrap_or_else(|| panic!("{reference} is stored"));
+        let text = payload.as_str().map(str::to_string).unwrap_or_else(|| payload.to_string());
+        assert!(!text.contains("[contextfold: clipped "), "{reference} recalls the clipped text, not the original");
+        originals += usize::from(text == huge);
+    }
+    assert!(originals >= 1, "the big output is recalled whole");
+}
+
 #[tokio::test]
 async fn a_store_that_cannot_be_opened_stops_the_start_naming_it() {
     let dir = scratch("unopenable");
