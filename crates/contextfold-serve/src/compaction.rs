@@ -384,7 +384,8 @@ async fn prepare_once(branches: &mut Branches, place: Place<'_>, request: &Reque
     state.calls += 1;
     let call = CallId { branch: state.id, call: state.calls };
     // The tools a request carries name the recall tool when an MCP client has connected it.
-    state.middleware.set_recall_tool(request.tools.and_then(crate::mcp::recall_tool_name));
+    let recall_tool = request.tools.and_then(crate::mcp::recall_tool_name);
+    state.middleware.set_recall_tool(recall_tool.or_else(|| crate::mcp::deferred_recall_tool(request.messages)));
     let prepared = state.middleware.prepare_with_chain(request.messages, request.chain, &[]).await;
     state.covers = (request.messages.len(), request.chain.last());
     let compaction = prepared.event.as_ref().map(|event| match &event.store_error {

@@ -33,6 +33,14 @@ use std::sync::{Arc, Mutex};
 /// Codex call it `mcp__<server>__context_recall`).
 pub const RECALL_TOOL: &str = "context_recall";
 
+/// What the server tells the client it is for; a client may show the model these words.
+const INSTRUCTIONS: &str = "contextfold keeps what it removes from this conversation. When a pointer or clip marker \
+                            says `ref cf-…`, call context_recall with that ref to get the output back exactly; call \
+                            context_search to find earlier content by its words.";
+
+/// How many of a conversation's first messages are read for a deferred namespace.
+const DEFERRED_MESSAGES: usize = 10;
+
 /// The search tool's name, as the server offers it.
 pub const SEARCH_TOOL: &str = "context_search";
 
@@ -253,11 +261,7 @@ impl ServerHandler for RecallServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("contextfold", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "contextfold keeps what it removes from this conversation. When a pointer or clip marker says \
-                 `ref cf-…`, call context_recall with that ref to get the output back exactly; call \
-                 context_search to find earlier content by its words.",
-            )
+            .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -339,9 +343,37 @@ pub fn recall_tool_name(tools: &[Value]) -> Option<String> {
     })
 }
 
+/// The recall tool's name when the client offers this server's tools as a deferred namespace
+/// (Codex: a developer message listing `- mcp__<server>: <the server's instructions>`, whose
+/// tools the model calls as `mcp__<server>__<tool>`). Only the first messages are read, where
+/// a client puts its instructions.
+pub fn deferred_recall_tool(messages: &[contextfold_core::Message]) -> Option<String> {
+    let first_words = &INSTRUCTIONS[..INSTRUCTIONS.find('.').unwrap_or(INSTRUCTIONS.len())];
+    let texts = messages.iter().take(DEFERRED_MESSAGES).flat_map(|message| &message.content);
+    texts.filter_map(contextfold_core::Block::as_text).find_map(|text| {
+        text.lines().find_map(|line| {
+            let (namespace, description) = line.trim_start().strip_prefix("- ")?.split_once(": ")?;
+            let name = !namespace.is_empty() && namespace.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            (name && description.starts_with(first_words)).then(|| format!("{namespace}__{RECALL_TOOL}"))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deferred_namespace_of_this_server_names_the_recall_tool() {
+        let developer = |text: &str| contextfold_core::Message::text(contextfold_core::Role::System, text);
+        let listed = format!("<tools>\nDeferred tool namespaces:\n- mcp__cf: {INSTRUCTIONS}\n</tools>");
+        assert_eq!(
+            deferred_recall_tool(&[developer("be brief"), developer(&listed)]).as_deref(),
+            Some("mcp__cf__context_recall")
+        );
+        assert_eq!(deferred_recall_tool(&[developer("- mcp__other: a server of another kind")]), None);
+        assert_eq!(deferred_recall_tool(&[developer(&format!("- two words: {INSTRUCTIONS}"))]), None);
+    }
 
     #[test]
     fn the_recall_tool_is_found_in_every_api_shape() {

@@ -1,7 +1,8 @@
 //! `contextfold wrap`: the agent's exit status passes through, the proxy is gone afterwards,
 //! the savings line matches the proxy's log; and the real Claude Code CLI, headless through
 //! `wrap claude` against a scripted upstream, recalls an output the proxy evicted with the
-//! `contextfold mcp` tool wrap registered, getting back the output byte for byte.
+//! `contextfold mcp` tool wrap registered, getting back the output byte for byte; and the real
+//! Codex CLI, through `wrap codex exec`, does the same from its `exec` tool's JavaScript.
 
 use crate::common::{arg, notice, scratch};
 use serde_json::{json, Value};
@@ -20,15 +21,15 @@ struct Received {
     body: Value,
 }
 
-/// A scripted Anthropic upstream on 127.0.0.1: every request is recorded and answered by the
-/// script, a streaming request as server-sent events.
+/// A scripted upstream on 127.0.0.1: every request is recorded; the script answers the ones
+/// it knows with a stream of server-sent events, and the others get `{}`.
 struct Upstream {
     url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Upstream {
-    fn start(script: impl Fn(&Received) -> (Vec<Value>, &'static str) + Send + Sync + 'static) -> Upstream {
+    fn start(script: impl Fn(&Received) -> Option<String> + Send + Sync + 'static) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -51,7 +52,7 @@ impl Upstream {
 }
 
 /// Reads one request from `stream`, records it, and writes the script's answer.
-fn answer(stream: TcpStream, kept: &Mutex<Vec<Received>>, script: &dyn Fn(&Received) -> (Vec<Value>, &'static str)) {
+fn answer(stream: TcpStream, kept: &Mutex<Vec<Received>>, script: &dyn Fn(&Received) -> Option<String>) {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     if reader.read_line(&mut line).is_err() {
@@ -77,11 +78,10 @@ fn answer(stream: TcpStream, kept: &Mutex<Vec<Received>>, script: &dyn Fn(&Recei
     }
     let request = Received { method, path, body: serde_json::from_slice(&body).unwrap_or(Value::Null) };
     kept.lock().unwrap().push(request.clone());
-    let (content_type, payload) = if request.method == "POST" && request.path.starts_with("/v1/messages") {
-        let (content, stop) = script(&request);
-        ("text/event-stream", message_stream(&content, stop, body.len() as u64 / 4))
-    } else {
-        ("application/json", "{}".to_string())
+    let scripted = if request.method == "POST" { script(&request) } else { None };
+    let (content_type, payload) = match scripted {
+        Some(events) => ("text/event-stream", events),
+        None => ("application/json", "{}".to_string()),
     };
     let mut stream = reader.into_inner();
     let head = format!(
@@ -284,7 +284,11 @@ fn claude_code_recalls_an_evicted_output_through_wrap_byte_for_byte() {
     let state = Arc::new(Mutex::new(Recall::default()));
     let upstream = Upstream::start({
         let state = state.clone();
-        move |request| recall_script(&state, request)
+        move |request| {
+            let (content, stop) = recall_script(&state, request);
+            let input_tokens = request.body.to_string().len() as u64 / 4;
+            request.path.starts_with("/v1/messages").then(|| message_stream(&content, stop, input_tokens))
+        }
     });
     let log = dir.join("log.jsonl");
     let (store, log_arg, home_arg) = (arg(&dir.join("s.db")), arg(&log), arg(&home));
@@ -373,6 +377,182 @@ fn claude_code_recalls_an_evicted_output_through_wrap_byte_for_byte() {
         "wrap claude: {} upstream requests, {} calls, {compactions} compactions; {}",
         received.len(),
         calls.len(),
+        stderr.lines().last().unwrap_or_default()
+    ));
+}
+
+/// A streamed Responses API answer holding the items `output`: created, each item done, then
+/// completed with a usage that says `input_tokens`.
+fn responses_stream(output: &[Value], input_tokens: u64) -> String {
+    static ANSWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = format!("resp_wrap_{}", ANSWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let response = |status: &str, output: &[Value]| {
+        json!({"id": id, "object": "response", "created_at": 1_767_225_600, "status": status, "model": "gpt-5",
+            "output": output, "usage": {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + 20}})
+    };
+    let event = |data: Value| format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or_default());
+    let mut out = event(json!({"type": "response.created", "response": response("in_progress", &[])}));
+    for (index, item) in output.iter().enumerate() {
+        out += &event(json!({"type": "response.output_item.added", "output_index": index, "item": item}));
+        out += &event(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+    }
+    out + &event(json!({"type": "response.completed", "response": response("completed", output)}))
+}
+
+/// The text of a `function_call_output`'s output: a string (a JSON list of text parts, as
+/// an MCP tool's result may come, is read as their texts joined), or its text parts joined.
+fn output_text(output: &Value) -> String {
+    let parts = |items: &[Value]| items.iter().filter_map(|part| part["text"].as_str()).collect::<Vec<_>>().join("\n");
+    match output {
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(items)) if items.iter().all(|part| part["text"].is_string()) => parts(&items),
+            _ => text.clone(),
+        },
+        Value::Array(items) => parts(items),
+        _ => String::new(),
+    }
+}
+
+/// The output Codex sent for `call_id` in `body`.
+fn call_output<'b>(body: &'b Value, call_id: &str) -> Option<&'b Value> {
+    body["input"]
+        .as_array()?
+        .iter()
+        .find(|item| {
+            ["function_call_output", "custom_tool_call_output"].contains(&item["type"].as_str().unwrap_or_default())
+                && item["call_id"] == call_id
+        })
+        .map(|item| &item["output"])
+}
+
+/// Codex's side of the recall: commands that print a build log until the first one's output
+/// comes back as a pointer, then a call of the recall tool with its ref.
+fn codex_recall_script(state: &Mutex<Recall>, request: &Received) -> Option<String> {
+    if !request.path.ends_with("/responses") {
+        return None;
+    }
+    let body = &request.body;
+    let input_tokens = body.to_string().len() as u64 / 4;
+    let message = |text: &str| {
+        json!({"type": "message", "id": "msg_wrap", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    };
+    let mut state = state.lock().unwrap();
+    if let Some(result) = call_output(body, "call_recall") {
+        state.result = Some(result.clone());
+        return Some(responses_stream(&[message("Recalled; all done.")], input_tokens));
+    }
+    if let Some(first) = call_output(body, "call_seq_00") {
+        let text = output_text(first);
+        match (&state.original, text.split_once("; ref cf-")) {
+            (None, _) => state.original = Some(first.clone()),
+            (Some(_), Some((pointer, reference))) => {
+                state.pointer = Some(pointer.to_string());
+                let hex: String = reference.chars().take_while(char::is_ascii_hexdigit).collect();
+                state.reference = Some(format!("cf-{hex}"));
+            }
+            _ => {}
+        }
+    }
+    // Codex offers MCP tools as a deferred namespace (`mcp__contextfold`), called from its
+    // `exec` tool's JavaScript as `tools.mcp__contextfold__context_recall(…)`.
+    let offered = body.to_string().contains("- mcp__contextfold: ");
+    if let (Some(reference), true) = (state.reference.clone(), offered) {
+        let tool = "mcp__contextfold__context_recall";
+        state.tool = Some(tool.to_string());
+        let code =
+            format!("const result = await tools.{tool}({});\ntext(JSON.stringify(result));", json!({"ref": reference}));
+        let call = json!({"type": "custom_tool_call", "id": "ctc_recall", "status": "completed", "call_id": "call_recall",
+            "name": "exec", "input": code});
+        return Some(responses_stream(&[call], input_tokens));
+    }
+    let steps = body["input"].as_array().into_iter().flatten().filter(|item| item["type"] == "function_call").count();
+    if steps > MAX_STEPS {
+        return Some(responses_stream(&[message("No compaction came; giving up.")], input_tokens));
+    }
+    let cmd = format!("seq -f 'step {steps} line %g of the wombat build log, all fine so far' 1 300");
+    let call = json!({"type": "function_call", "id": format!("fc_{steps:02}"), "status": "completed",
+        "call_id": format!("call_seq_{steps:02}"), "name": "exec_command", "arguments": json!({"cmd": cmd}).to_string()});
+    Some(responses_stream(&[call], input_tokens))
+}
+
+/// The Codex binary, or `None` after a visible notice (with `CI` set, a failure).
+fn codex() -> Option<PathBuf> {
+    let path = std::env::var_os("CONTEXTFOLD_CODEX").map(PathBuf::from).filter(|path| path.exists());
+    if path.is_none() {
+        let why = "Codex is not installed (CONTEXTFOLD_CODEX names nothing); \
+                   `source .ci/setup.d/40-openai-clients.sh` installs it";
+        assert!(std::env::var_os("CI").is_none(), "CI is set but {why}");
+        notice(&format!("skipped: {why}"));
+    }
+    path
+}
+
+#[test]
+fn codex_recalls_an_evicted_output_through_wrap_byte_for_byte() {
+    let Some(codex) = codex() else { return };
+    let dir = scratch("wrap", "codex");
+    let (home, work) = (dir.join("home"), dir.join("work"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let state = Arc::new(Mutex::new(Recall::default()));
+    let upstream = Upstream::start({
+        let state = state.clone();
+        move |request| codex_recall_script(&state, request)
+    });
+    let openai = format!("{}/v1", upstream.url);
+    let (store, home_arg, work_arg, codex_arg) = (arg(&dir.join("s.db")), arg(&home), arg(&work), arg(&codex));
+    let args = [
+        "--upstream-openai",
+        &openai,
+        "--store",
+        &store,
+        "--window",
+        "40k",
+        "--reserve",
+        "4k",
+        "--strategy",
+        "evict",
+        "--program",
+        &codex_arg,
+        "codex",
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-C",
+        &work_arg,
+        "Build, then look at the first log again.",
+    ];
+    let env = [("HOME", home_arg.as_str()), ("CODEX_HOME", home_arg.as_str()), ("OPENAI_API_KEY", "sk-test-key")];
+    let out = wrap(&dir, &args, &env, Duration::from_secs(300));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "Codex's exit status\nstdout: {stdout}\nstderr: {stderr}");
+    let state = state.lock().unwrap();
+    let tool = state.tool.clone().unwrap_or_else(|| {
+        panic!("no recall was asked for (ref {:?})\nstdout: {stdout}\nstderr: {stderr}", state.reference)
+    });
+    assert!(tool.ends_with("context_recall") && tool.contains("contextfold"), "{tool}");
+    let pointer = state.pointer.clone().expect("the output was evicted");
+    assert!(pointer.contains(&format!(" — call {tool} with this ref ")), "the marker names the tool: {pointer}");
+    let original = output_text(state.original.as_ref().expect("the output as first sent"));
+    assert!(original.contains("step 0 line 300 of the wombat build log"), "{original}");
+    let result = state.result.as_ref().unwrap_or_else(|| panic!("Codex sent no recall result: {stdout}\n{stderr}"));
+    // `exec` prints what the script gave `text()`: the MCP tool's result as JSON, after a
+    // header of its own.
+    let printed = output_text(result);
+    let json = printed.find('{').map(|start| &printed[start..]).unwrap_or_default();
+    let tool_result: Value = serde_json::Deserializer::from_str(json)
+        .into_iter()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("the tool's result as JSON: {printed}"));
+    assert_ne!(tool_result["isError"], true, "{tool_result}");
+    let recalled = output_text(&tool_result["content"]);
+    assert!(recalled == original, "the recall is the output byte for byte:\n{recalled}\n---\n{original}");
+    assert!(stderr.contains("contextfold wrap: ") && stderr.contains(" compactions; "), "{stderr}");
+    notice(&format!(
+        "wrap codex: the model saw the recall tool as {tool}; {}",
         stderr.lines().last().unwrap_or_default()
     ));
 }
