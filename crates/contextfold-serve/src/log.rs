@@ -160,13 +160,6 @@ impl RequestLog {
         if let Some(stats) = &self.tally {
             let metrics = stats.metrics();
             stats.savings().record(self, |added| metrics.add(added));
-            metrics.observe(&Line {
-                api: self.api,
-                action: self.action,
-                status: self.status,
-                added: self.forwarded,
-                first_byte: self.first_byte,
-            });
         }
         let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
         let total_ms = ms(self.started.elapsed());
@@ -198,6 +191,16 @@ impl RequestLog {
             LogFormat::Text => {
                 tracing::info!(target: "contextfold_serve", "{}", self.text_line(end, total_ms, first_byte_ms))
             }
+        }
+        // After the line, which a client that has its answer may be waiting for.
+        if let Some(stats) = &self.tally {
+            stats.metrics().observe(&Line {
+                api: self.api,
+                action: self.action,
+                status: self.status,
+                added: self.forwarded,
+                first_byte: self.first_byte,
+            });
         }
     }
 
