@@ -801,8 +801,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub allow_remote: bool,
     /// A token every request must carry as `x-contextfold-token: TOKEN` or
-    /// `Proxy-Authorization: Bearer TOKEN` [default: CONTEXTFOLD_AUTH_TOKEN]; required with
-    /// --allow-remote.
+    /// `Proxy-Authorization: Bearer TOKEN` [default: CONTEXTFOLD_AUTH_TOKEN], but for
+    /// /health and /ready; required with --allow-remote.
     #[arg(long, value_name = "TOKEN")]
     pub auth_token: Option<String>,
     /// The model's context window [default: by the request's model, else 200k].

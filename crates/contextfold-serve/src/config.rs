@@ -76,7 +76,8 @@ pub struct ServeConfig {
     /// Accept a non-loopback `listen` address.
     pub allow_remote: bool,
     /// A token every request must carry (`x-contextfold-token: T` or
-    /// `Proxy-Authorization: Bearer T`), compared in constant time. Required off loopback.
+    /// `Proxy-Authorization: Bearer T`), compared in constant time, but for the probes
+    /// `/health` and `/ready`. Required off loopback.
     pub auth_token: Option<String>,
     /// The model's context window; `None` looks it up by the request's model
     /// ([`crate::window::model_window`]).

@@ -42,12 +42,14 @@ mod branches;
 mod compaction;
 pub mod config;
 mod conversations;
+mod endpoints;
 mod error;
 mod forward;
 mod headers;
 mod known;
 mod log;
 pub mod mcp;
+mod metrics;
 mod parsed;
 mod preamble;
 mod prepare;
@@ -106,6 +108,7 @@ pub struct Stats {
     conversations: AtomicU64,
     preparing: Arc<AtomicU64>,
     savings: savings::Savings,
+    metrics: metrics::Metrics,
 }
 
 impl Stats {
@@ -163,6 +166,11 @@ impl Stats {
         &self.savings
     }
 
+    /// The metrics `/metrics` serves.
+    pub(crate) fn metrics(&self) -> &metrics::Metrics {
+        &self.metrics
+    }
+
     /// Conversation requests forwarded as they came for a reason of their own (compaction
     /// turned off, server-side compaction or history the server holds, a body the
     /// compaction cannot read, a compacted request that would break a rule of the API).
@@ -188,11 +196,11 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+        let stats = Arc::new(Stats::default());
         let store = match config.store.clone() {
-            Some(location) => Some(store::ProxyStore::open(location).await?),
+            Some(location) => Some(store::ProxyStore::open(location, stats.metrics.store_errors()).await?),
             None => None,
         };
-        let stats = Arc::new(Stats::default());
         let app = app::App {
             upstream,
             openai,

@@ -3,6 +3,8 @@
 //! so no key or token can be.
 
 use crate::config::LogFormat;
+use crate::metrics::Line;
+use crate::route::Api;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +29,8 @@ pub enum Action {
 }
 
 impl Action {
-    fn name(self) -> &'static str {
+    /// The action as the log line and the metrics name it.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Action::Forwarded => "forwarded",
             Action::Unchanged => "unchanged",
@@ -47,6 +50,8 @@ impl Action {
 pub struct RequestLog {
     format: LogFormat,
     started: Instant,
+    /// The request's API (whose upstream it goes to).
+    pub api: Api,
     /// The method.
     pub method: String,
     /// The path, without the query string (it may hold a key).
@@ -72,6 +77,8 @@ pub struct RequestLog {
     /// The counts the line is added to when it is written ([`crate::Stats::savings`]).
     pub tally: Option<Arc<crate::Stats>>,
     first_byte: Option<Duration>,
+    /// When the request was handed to the upstream: what the proxy added before it.
+    forwarded: Option<Duration>,
     bytes: u64,
     written: bool,
 }
@@ -111,6 +118,7 @@ impl RequestLog {
         RequestLog {
             format,
             started: Instant::now(),
+            api: Api::Anthropic,
             method: method.to_string(),
             path: path.to_string(),
             session: None,
@@ -124,9 +132,15 @@ impl RequestLog {
             model: None,
             tally: None,
             first_byte: None,
+            forwarded: None,
             bytes: 0,
             written: false,
         }
+    }
+
+    /// Records that the request is being handed to the upstream now.
+    pub fn forwarding(&mut self) {
+        self.forwarded = Some(self.started.elapsed());
     }
 
     /// Records `len` bytes relayed to the client.
@@ -144,14 +158,17 @@ impl RequestLog {
     fn write(&mut self, end: &str) {
         self.written = true;
         if let Some(stats) = &self.tally {
-            stats.savings().record(self);
+            let metrics = stats.metrics();
+            stats.savings().record(self, |added| metrics.add(added));
         }
         let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
         let total_ms = ms(self.started.elapsed());
         let first_byte_ms = self.first_byte.map(ms);
+        let added_ms = self.forwarded.map(ms);
         match self.format {
             LogFormat::Json => tracing::info!(
                 target: "contextfold_serve",
+                api = self.api.name(),
                 method = %self.method,
                 path = %shown(&self.path),
                 session = self.session.as_deref(),
@@ -165,6 +182,7 @@ impl RequestLog {
                 note = self.note.as_deref().map(shown),
                 status = self.status,
                 first_byte_ms,
+                added_ms,
                 total_ms,
                 bytes = self.bytes,
                 end,
@@ -173,6 +191,16 @@ impl RequestLog {
             LogFormat::Text => {
                 tracing::info!(target: "contextfold_serve", "{}", self.text_line(end, total_ms, first_byte_ms))
             }
+        }
+        // After the line, which a client that has its answer may be waiting for.
+        if let Some(stats) = &self.tally {
+            stats.metrics().observe(&Line {
+                api: self.api,
+                action: self.action,
+                status: self.status,
+                added: self.forwarded,
+                first_byte: self.first_byte,
+            });
         }
     }
 

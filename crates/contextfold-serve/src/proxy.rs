@@ -6,7 +6,8 @@
 //! [`Route`] decides the API and whether there is a conversation to compact:
 //! `POST /v1/messages` (and `count_tokens`), Chat Completions and the Responses API are read
 //! by their [`crate::api`] module (a large body on the [`crate::workers`] pool); everything else
-//! is forwarded as it came.
+//! is forwarded as it came. The proxy's own endpoints ([`crate::endpoints`]) are answered
+//! before anything else.
 
 use crate::api;
 use crate::app::App;
@@ -26,9 +27,13 @@ use std::sync::Arc;
 /// Serves one request.
 pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
+    if let Some(own) = crate::endpoints::Own::of(parts.uri.path()) {
+        return crate::endpoints::answer(&app, own, &parts).await;
+    }
     let route = Route::of(&parts.method, parts.uri.path(), &parts.headers);
     let api = route.api();
     let mut log = RequestLog::new(app.log_format, parts.method.as_str(), parts.uri.path());
+    log.api = api;
     log.tally = Some(app.stats.clone());
     app.stats.count_request();
     if let Some(token) = &app.token {
@@ -52,7 +57,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request
         Err(err) => return answer(log, err, api),
     };
     let size = bytes.len();
-    let (prepared, log, parts) = match route {
+    let (prepared, mut log, parts) = match route {
         Route::Forward(_) => (Ok((bytes, None)), log, parts),
         route => {
             // Reading, counting and compacting a large body takes the CPU: done apart.
@@ -74,6 +79,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request
         Api::OpenAi => &app.openai,
     };
     let path_and_query = parts.uri.path_and_query().map_or("/", |path| path.as_str());
+    log.forwarding();
     match upstream.send(parts.method.clone(), path_and_query, upstream_request(&parts.headers), body).await {
         Ok(response) => relay(response, app.idle_timeout, log, observer),
         Err(err) => answer(log, err, api),

@@ -19,6 +19,16 @@ pub enum Api {
     OpenAi,
 }
 
+impl Api {
+    /// The API as log lines and metrics name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Anthropic => "anthropic",
+            Api::OpenAi => "openai",
+        }
+    }
+}
+
 /// What the proxy does with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {

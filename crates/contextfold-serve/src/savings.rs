@@ -62,6 +62,18 @@ impl Totals {
     }
 }
 
+/// What one call added to the totals, for the metrics to add too (under the tally's lock,
+/// so that they add in the same order).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Added {
+    /// Estimated tokens of the request as the client sent it.
+    pub tokens_received: u64,
+    /// Estimated tokens of the request as sent upstream.
+    pub tokens_sent: u64,
+    /// The estimated input cost without and with contextfold, when the model is priced.
+    pub cost: Option<(f64, f64)>,
+}
+
 /// The tally, shared by every request.
 #[derive(Debug, Default)]
 pub struct Savings {
@@ -86,8 +98,9 @@ impl Savings {
     }
 
     /// Counts the request `log` describes, when it is a call of a conversation that
-    /// succeeded with token counts (`count_tokens` is no call).
-    pub(crate) fn record(&self, log: &RequestLog) {
+    /// succeeded with token counts (`count_tokens` is no call), and gives `then` what it
+    /// added, before another call is counted.
+    pub(crate) fn record(&self, log: &RequestLog, then: impl FnOnce(&Added)) {
         let conversation_call =
             matches!(log.action, Action::Unchanged | Action::Compacted | Action::Resent | Action::Untouched);
         let (Some(received), Some(sent)) = (log.tokens_in, log.tokens_out) else { return };
@@ -109,6 +122,7 @@ impl Savings {
         totals.tokens_sent += sent;
         let Some((family, price)) = log.model.as_deref().and_then(Price::of_model) else {
             totals.unpriced_calls += 1;
+            then(&Added { tokens_received: received, tokens_sent: sent, cost: None });
             return;
         };
         if !totals.families.contains(&family) {
@@ -119,8 +133,11 @@ impl Savings {
             Some((_, sent_before)) if !compacted => sent_before.min(sent),
             _ => 0,
         };
-        totals.cost_without += price.input_cost(read_received, received - read_received, true);
-        totals.cost_with += price.input_cost(read_sent, sent - read_sent, true);
+        let without = price.input_cost(read_received, received - read_received, true);
+        let with = price.input_cost(read_sent, sent - read_sent, true);
+        totals.cost_without += without;
+        totals.cost_with += with;
+        then(&Added { tokens_received: received, tokens_sent: sent, cost: Some((without, with)) });
     }
 }
 
@@ -142,16 +159,16 @@ mod tests {
     #[test]
     fn the_tally_prices_each_conversation_with_the_cache_model() {
         let savings = Savings::default();
-        savings.record(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged));
-        savings.record(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted));
-        savings.record(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent));
+        savings.record(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged), |_| {});
+        savings.record(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted), |_| {});
+        savings.record(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent), |_| {});
         let mut not_a_call = call("a", "claude-sonnet-4-5", (1, 1), Action::Refused);
         not_a_call.status = 401;
-        savings.record(&not_a_call);
+        savings.record(&not_a_call, |_| {});
         let mut counted = call("b", "claude-sonnet-4-5", (9, 9), Action::Unchanged);
         counted.path = "/v1/messages/count_tokens".into();
-        savings.record(&counted);
-        savings.record(&call("c", "gpt-5", (10, 10), Action::Unchanged));
+        savings.record(&counted, |_| {});
+        savings.record(&call("c", "gpt-5", (10, 10), Action::Unchanged), |_| {});
         let totals = savings.totals();
         assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (4, 1, 1));
         assert_eq!((totals.tokens_received, totals.tokens_sent), (410_010, 190_010));

@@ -15,6 +15,7 @@
 use contextfold::store::{
     off_runtime, ConversationStore, Put, SessionId, SessionStore, StateLock, StoreError, StoreLocation, StoredState,
 };
+use prometheus_client::metrics::counter::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,6 +35,8 @@ pub struct ProxyStore {
 #[derive(Debug, Default)]
 struct Health {
     failures: AtomicU64,
+    /// Every failure, for the metrics.
+    errors: Counter,
     logged: Mutex<Logged>,
 }
 
@@ -49,6 +52,7 @@ struct Logged {
 
 impl Health {
     fn failed(&self, doing: &str, error: &str) {
+        self.errors.inc();
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         let mut logged = self.logged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if logged.failing.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
@@ -91,12 +95,16 @@ pub struct OpenError {
 }
 
 impl ProxyStore {
-    /// Opens (creating when missing) the store at `location`, on a blocking thread.
-    pub async fn open(location: StoreLocation) -> Result<ProxyStore, OpenError> {
+    /// Opens (creating when missing) the store at `location`, on a blocking thread; its
+    /// failures are added to `errors`.
+    pub async fn open(location: StoreLocation, errors: Counter) -> Result<ProxyStore, OpenError> {
         let opening = location.clone();
         let opened = off_runtime(move || opening.open_conversations()).await;
         match opened {
-            Ok(store) => Ok(ProxyStore { location, store, health: Arc::default() }),
+            Ok(store) => {
+                let health = Health { errors, ..Health::default() };
+                Ok(ProxyStore { location, store, health: Arc::new(health) })
+            }
             Err(err) => Err(OpenError { message: named(&location, &err) }),
         }
     }
@@ -153,6 +161,13 @@ impl ProxyStore {
     pub async fn save(&self, key: &str, expected: u64, bytes: Vec<u8>) -> Result<Put, StoreError> {
         let (store, key) = (self.store.clone(), key.to_string());
         self.noted("writing a conversation's state", off_runtime(move || store.put_state(&key, expected, &bytes)).await)
+    }
+
+    /// Whether the store answers a trivial query (the version of a key no conversation has).
+    pub async fn answers(&self) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let answered = off_runtime(move || store.state_version("contextfold-ready-probe")).await;
+        self.noted("answering the readiness probe", answered).map(|_| ())
     }
 
     /// `result`, its failure logged (at most once a minute while the store fails).

@@ -75,8 +75,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Some(store) => eprintln!("contextfold serve: keeping conversations in the store {store}"),
             None => eprintln!("contextfold serve: keeping conversations in memory only (--no-store)"),
         }
+        let stats = proxy.stats();
         proxy.run(shutdown_signal()).await?;
-        eprintln!("contextfold serve: stopped");
+        eprintln!("contextfold serve: stopped; {}", stats.savings().totals().line());
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -13,6 +13,7 @@ mod isolation;
 mod large;
 mod logs;
 mod mcp;
+mod metrics;
 mod mock;
 mod openai;
 mod replay_cost;
