@@ -205,6 +205,22 @@ struct Recall {
     result: Option<Value>,
 }
 
+impl Recall {
+    /// Notes the first command's output (`output`, whose text is `text`) as the agent sent it:
+    /// the first time, the original; once it comes as a pointer or marker, its text and ref.
+    fn saw_first_output(&mut self, output: &Value, text: &str) {
+        match (&self.original, text.split_once("; ref cf-")) {
+            (None, _) => self.original = Some(output.clone()),
+            (Some(_), Some((pointer, reference))) => {
+                self.pointer = Some(pointer.to_string());
+                let hex: String = reference.chars().take_while(char::is_ascii_hexdigit).collect();
+                self.reference = Some(format!("cf-{hex}"));
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The tool_result answering `id` in the newest user message of `body`.
 fn result_of<'b>(body: &'b Value, id: &str) -> Option<&'b Value> {
     body["messages"]
@@ -237,16 +253,7 @@ fn recall_script(state: &Mutex<Recall>, request: &Received) -> (Vec<Value>, &'st
     }
     let steps = body["messages"].as_array().map_or(0, |messages| messages.len() / 2);
     if let Some(first) = result_of(body, "toolu_seq_00") {
-        let text = result_text(&first["content"]);
-        match (&state.original, text.split_once("; ref cf-")) {
-            (None, _) => state.original = Some(first["content"].clone()),
-            (Some(_), Some((pointer, reference))) => {
-                state.pointer = Some(pointer.to_string());
-                let hex: String = reference.chars().take_while(char::is_ascii_hexdigit).collect();
-                state.reference = Some(format!("cf-{hex}"));
-            }
-            _ => {}
-        }
+        state.saw_first_output(&first["content"], &result_text(&first["content"]));
     }
     let recall_tool = tools.iter().find(|name| name.ends_with("__context_recall")).map(|name| name.to_string());
     if let (Some(reference), Some(tool)) = (state.reference.clone(), recall_tool) {
@@ -263,12 +270,12 @@ fn recall_script(state: &Mutex<Recall>, request: &Received) -> (Vec<Value>, &'st
     (vec![json!({"type": "text", "text": format!("Step {steps}.")}), call], "tool_use")
 }
 
-/// The Claude Code binary, or `None` after a visible notice (with `CI` set, a failure).
-fn claude() -> Option<PathBuf> {
-    let path = std::env::var_os("CONTEXTFOLD_CLAUDE").map(PathBuf::from).filter(|path| path.exists());
+/// The agent the variable `variable` names, or `None` after a visible notice (with `CI` set,
+/// a failure) saying that `setup` installs it.
+fn installed(variable: &str, agent: &str, setup: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(variable).map(PathBuf::from).filter(|path| path.exists());
     if path.is_none() {
-        let why = "Claude Code is not installed (CONTEXTFOLD_CLAUDE names nothing); \
-                   `source .ci/setup.d/20-anthropic-clients.sh` installs it";
+        let why = format!("{agent} is not installed ({variable} names nothing); `source {setup}` installs it");
         assert!(std::env::var_os("CI").is_none(), "CI is set but {why}");
         notice(&format!("skipped: {why}"));
     }
@@ -277,7 +284,9 @@ fn claude() -> Option<PathBuf> {
 
 #[test]
 fn claude_code_recalls_an_evicted_output_through_wrap_byte_for_byte() {
-    let Some(claude) = claude() else { return };
+    let Some(claude) = installed("CONTEXTFOLD_CLAUDE", "Claude Code", ".ci/setup.d/20-anthropic-clients.sh") else {
+        return;
+    };
     let dir = scratch("wrap", "claude");
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -444,16 +453,7 @@ fn codex_recall_script(state: &Mutex<Recall>, request: &Received) -> Option<Stri
         return Some(responses_stream(&[message("Recalled; all done.")], input_tokens));
     }
     if let Some(first) = call_output(body, "call_seq_00") {
-        let text = output_text(first);
-        match (&state.original, text.split_once("; ref cf-")) {
-            (None, _) => state.original = Some(first.clone()),
-            (Some(_), Some((pointer, reference))) => {
-                state.pointer = Some(pointer.to_string());
-                let hex: String = reference.chars().take_while(char::is_ascii_hexdigit).collect();
-                state.reference = Some(format!("cf-{hex}"));
-            }
-            _ => {}
-        }
+        state.saw_first_output(first, &output_text(first));
     }
     // Codex offers MCP tools as a deferred namespace (`mcp__contextfold`), called from its
     // `exec` tool's JavaScript as `tools.mcp__contextfold__context_recall(…)`.
@@ -477,21 +477,9 @@ fn codex_recall_script(state: &Mutex<Recall>, request: &Received) -> Option<Stri
     Some(responses_stream(&[call], input_tokens))
 }
 
-/// The Codex binary, or `None` after a visible notice (with `CI` set, a failure).
-fn codex() -> Option<PathBuf> {
-    let path = std::env::var_os("CONTEXTFOLD_CODEX").map(PathBuf::from).filter(|path| path.exists());
-    if path.is_none() {
-        let why = "Codex is not installed (CONTEXTFOLD_CODEX names nothing); \
-                   `source .ci/setup.d/40-openai-clients.sh` installs it";
-        assert!(std::env::var_os("CI").is_none(), "CI is set but {why}");
-        notice(&format!("skipped: {why}"));
-    }
-    path
-}
-
 #[test]
 fn codex_recalls_an_evicted_output_through_wrap_byte_for_byte() {
-    let Some(codex) = codex() else { return };
+    let Some(codex) = installed("CONTEXTFOLD_CODEX", "Codex", ".ci/setup.d/40-openai-clients.sh") else { return };
     let dir = scratch("wrap", "codex");
     let (home, work) = (dir.join("home"), dir.join("work"));
     std::fs::create_dir_all(&home).unwrap();
