@@ -419,8 +419,10 @@ fn hardening_14_reading_commands_open_the_store_read_only_and_never_migrate() {
     assert_eq!(std::fs::read(&store).expect("read"), before, "reading changed the store");
     // A store of an older schema: reading commands say to upgrade and leave it as it was.
     let connection = rusqlite::Connection::open(&store).expect("open");
-    // Schema 4 is schema 5 without the sessions' `updated` column.
-    connection.execute_batch("ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 4;").expect("downgrade");
+    // Schema 4 is schema 6 without the calls and the sessions' `updated` column.
+    connection
+        .execute_batch("DROP TABLE calls; ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 4;")
+        .expect("downgrade");
     drop(connection);
     let old = std::fs::read(&store).expect("read");
     for words in reading_commands(&store, &session, &reference) {

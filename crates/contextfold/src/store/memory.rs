@@ -20,6 +20,7 @@ struct Session {
     payloads: Vec<Payload>,
     summaries: Vec<Summary>,
     reports: Vec<Value>,
+    calls: Vec<Value>,
     meta: Option<Value>,
 }
 
@@ -173,6 +174,18 @@ impl SessionStore for MemoryStore {
 
     fn reports(&self, session: &str) -> Result<Vec<Value>, StoreError> {
         Ok(find(&mut self.lock(), session)?.reports.clone())
+    }
+
+    fn put_call(&self, session: &str, call: &Value) -> Result<(), StoreError> {
+        let mut sessions = self.lock();
+        let stored = find(&mut sessions, session)?;
+        stored.calls.push(call.clone());
+        stored.updated = now_secs();
+        Ok(())
+    }
+
+    fn calls(&self, session: &str) -> Result<Vec<Value>, StoreError> {
+        Ok(find(&mut self.lock(), session)?.calls.clone())
     }
 
     fn persist_compaction(

@@ -353,6 +353,13 @@ pub trait SessionStore: Send + Sync {
     /// The reports of a session, oldest first.
     fn reports(&self, session: &str) -> Result<Vec<Value>, StoreError>;
 
+    /// Records one model call of the session (a JSON object: when, what was received and
+    /// sent, what the upstream reported), so what compaction saved can be told later.
+    fn put_call(&self, session: &str, call: &Value) -> Result<(), StoreError>;
+
+    /// The calls of a session, oldest first.
+    fn calls(&self, session: &str) -> Result<Vec<Value>, StoreError>;
+
     /// Everything a compaction produced, in one transaction: the history it compacted
     /// (stored as by [`SessionStore::append_messages`]), the payloads it removed (all of
     /// `session`), its summary and its report. All of it is stored or none.
@@ -378,7 +385,7 @@ pub trait SessionStore: Send + Sync {
     /// The session's stored history, in order.
     fn export(&self, session: &str) -> Result<Vec<Message>, StoreError>;
 
-    /// Deletes a session with its messages, payloads, summaries and reports. Returns
+    /// Deletes a session with its messages, payloads, summaries, reports and calls. Returns
     /// whether it existed.
     fn delete_session(&self, session: &str) -> Result<bool, StoreError>;
 

@@ -493,6 +493,15 @@ async fn put_report_in(transaction: &Transaction<'_>, session: &str, report: &Va
     Ok(())
 }
 
+async fn put_call_in(transaction: &Transaction<'_>, session: &str, call: &Value) -> Result<(), Failure> {
+    lock_session(transaction, session).await?;
+    let statement = transaction
+        .prepare_cached("INSERT INTO contextfold.calls (session, json, created) VALUES ($1, $2, $3)")
+        .await?;
+    transaction.execute(&statement, &[&session, &encode_json(call), &to_i64(now_secs())]).await?;
+    touch(transaction, session).await
+}
+
 async fn session_exists(client: &deadpool_postgres::Client, session: &str) -> Result<bool, Failure> {
     let statement = client.prepare_cached("SELECT 1 FROM contextfold.sessions WHERE id = $1").await?;
     Ok(client.query_opt(&statement, &[&session]).await?.is_some())
@@ -604,6 +613,19 @@ impl SessionStore for PostgresStore {
             Ok(client.query(&statement, &[&session]).await?)
         })?;
         rows.iter().map(|row| decode_json(row.get(0), "report")).collect()
+    }
+
+    fn put_call(&self, session: &str, call: &Value) -> Result<(), StoreError> {
+        self.write(async |transaction| put_call_in(transaction, session, call).await)
+    }
+
+    fn calls(&self, session: &str) -> Result<Vec<Value>, StoreError> {
+        let rows = self.read(async |client| {
+            let statement =
+                client.prepare_cached("SELECT json FROM contextfold.calls WHERE session = $1 ORDER BY id").await?;
+            Ok(client.query(&statement, &[&session]).await?)
+        })?;
+        rows.iter().map(|row| decode_json(row.get(0), "call")).collect()
     }
 
     fn persist_compaction(

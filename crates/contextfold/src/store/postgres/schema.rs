@@ -89,6 +89,16 @@ CREATE TABLE contextfold.states (
 "#,
     // 3: when a session was last written, so old ones can be pruned (`NULL`: at creation).
     "ALTER TABLE contextfold.sessions ADD COLUMN updated bigint;",
+    // 4: the model calls of a session, one JSON object each (see `SessionStore::put_call`).
+    r#"
+CREATE TABLE contextfold.calls (
+    id bigserial PRIMARY KEY,
+    session text NOT NULL REFERENCES contextfold.sessions (id) ON DELETE CASCADE,
+    json text NOT NULL,
+    created bigint NOT NULL
+);
+CREATE INDEX calls_session ON contextfold.calls (session, id);
+"#,
 ];
 
 /// The schema version this build writes.

@@ -391,6 +391,26 @@ impl SessionStore for SqliteStore {
         .collect()
     }
 
+    fn put_call(&self, session: &str, call: &Value) -> Result<(), StoreError> {
+        self.write(|transaction| {
+            self.check_session(transaction, session)?;
+            let sql = |err| self.sql(err);
+            transaction
+                .prepare_cached("INSERT INTO calls (session, json, created) VALUES (?1, ?2, ?3)")
+                .and_then(|mut insert| insert.execute(params![session, encode_json(call), now_secs() as i64]))
+                .map_err(sql)?;
+            touch(transaction, session).map_err(sql)
+        })
+    }
+
+    fn calls(&self, session: &str) -> Result<Vec<Value>, StoreError> {
+        let connection = self.lock();
+        let sql = |err| self.sql(err);
+        let mut statement = connection.prepare("SELECT json FROM calls WHERE session = ?1 ORDER BY id").map_err(sql)?;
+        let rows = statement.query_map([session], |row| row.get::<_, String>(0)).map_err(sql)?;
+        rows.map(|json| decode_json(&json.map_err(sql)?, "call")).collect()
+    }
+
     fn persist_compaction(
         &self,
         session: &str,

@@ -69,6 +69,16 @@ ALTER TABLE search_v3 RENAME TO search;
     "CREATE TABLE IF NOT EXISTS states (key TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL, updated INTEGER NOT NULL);",
     // 5: when a session was last written, so old ones can be pruned (`NULL`: at creation).
     "ALTER TABLE sessions ADD COLUMN updated INTEGER;",
+    // 6: the model calls of a session, one JSON object each (see `SessionStore::put_call`).
+    r#"
+CREATE TABLE calls (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    json TEXT NOT NULL,
+    created INTEGER NOT NULL
+);
+CREATE INDEX calls_session ON calls(session, id);
+"#,
 ];
 
 /// The schema version this build writes.

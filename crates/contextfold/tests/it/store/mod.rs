@@ -243,6 +243,25 @@ fn meta(backend: &Backend) {
     assert!(store.session_meta("no-such-session").is_err());
 }
 
+/// Calls are kept per session, oldest first, exactly (floats too), go with their session,
+/// and a call of no session is refused.
+fn calls(backend: &Backend) {
+    let store = &*backend.open();
+    let session = store.create_session("calls").expect("create");
+    let other = store.create_session("other").expect("create");
+    assert!(store.calls(&session).expect("calls").is_empty());
+    let first = json!({"at": 1, "action": "unchanged", "tokens_received": 10, "cost": 0.1 + 0.2});
+    let second = json!({"at": 2, "action": "compacted", "tokens_received": 900, "tokens_sent": 300});
+    store.put_call(&session, &first).expect("call");
+    store.put_call(&other, &json!({"at": 3})).expect("call");
+    store.put_call(&session, &second).expect("call");
+    assert_eq!(store.calls(&session).expect("calls"), vec![first, second]);
+    assert!(store.put_call("no-such-session", &json!({})).is_err());
+    assert!(store.delete_session(&session).expect("delete"));
+    assert!(store.calls(&session).map(|calls| calls.is_empty()).unwrap_or(true));
+    assert_eq!(store.calls(&other).expect("calls"), vec![json!({"at": 3})]);
+}
+
 /// A payload stored in `session` under its own ref.
 fn put(store: &dyn SessionStore, session: &str, payload: serde_json::Value) -> String {
     let reference = contextfold::core::hash::payload_ref(&payload);
@@ -544,6 +563,7 @@ every_store! {
     super::search_and_delete => search_and_delete,
     super::exact_and_atomic => exact_and_atomic,
     super::meta => meta,
+    super::calls => calls,
     super::recall_tool => recall_tool,
     super::recall_lines_and_search => recall_lines_and_search,
     super::reopen => reopen,

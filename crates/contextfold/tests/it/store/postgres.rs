@@ -64,7 +64,7 @@ fn a_version_1_store_gains_the_state_table_and_keeps_its_sessions() {
     let session = store.create_session("before the states").expect("create");
     drop(store);
     db.execute(
-        "DROP TABLE contextfold.states; ALTER TABLE contextfold.sessions DROP COLUMN updated; \
+        "DROP TABLE contextfold.calls; DROP TABLE contextfold.states; ALTER TABLE contextfold.sessions DROP COLUMN updated; \
          UPDATE contextfold.schema_version SET version = 1",
     );
     let store = PostgresStore::open(&db.url).expect("migrated");

@@ -95,7 +95,7 @@ fn a_version_1_store_is_migrated_with_its_data() {
     // Take the file back to schema 1, as an older build left it.
     let connection = rusqlite::Connection::open(&path).expect("open");
     connection
-        .execute_batch("DROP TABLE states; ALTER TABLE sessions DROP COLUMN meta; ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 1;")
+        .execute_batch("DROP TABLE calls; DROP TABLE states; ALTER TABLE sessions DROP COLUMN meta; ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 1;")
         .expect("downgrade");
     drop(connection);
     let store = SqliteStore::open_existing(&path).expect("migrated");
@@ -142,7 +142,7 @@ fn a_version_2_store_gets_its_search_index_rebuilt() {
         .execute_batch(
             "CREATE VIRTUAL TABLE old USING fts5(session UNINDEXED, kind UNINDEXED, key UNINDEXED, body);
              INSERT INTO old (rowid, session, kind, key, body) SELECT rowid, session, kind, key, body FROM search;
-             DROP TABLE search; ALTER TABLE old RENAME TO search; DROP TABLE states;
+             DROP TABLE search; ALTER TABLE old RENAME TO search; DROP TABLE states; DROP TABLE calls;
              ALTER TABLE sessions DROP COLUMN updated; PRAGMA user_version = 2;",
         )
         .expect("downgrade");
