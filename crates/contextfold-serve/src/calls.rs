@@ -9,7 +9,9 @@
 
 use crate::background::Background;
 use crate::log::{Action, RequestLog};
+use crate::savings::{Added, Totals};
 use crate::store::ProxyStore;
+use contextfold::replay::Price;
 use contextfold::store::SessionId;
 use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -32,6 +34,14 @@ pub struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// Whether the tally counts it: a call of a conversation that succeeded, with token
+    /// counts (`count_tokens` is no call).
+    pub fn counts(&self) -> bool {
+        let conversation_call =
+            matches!(self.action, Action::Unchanged | Action::Compacted | Action::Resent | Action::Untouched);
+        conversation_call && (200..300).contains(&self.status) && self.tokens.is_some() && !self.counts_tokens
+    }
+
     /// The call `log` describes.
     pub fn of_log(log: &'a RequestLog) -> Call<'a> {
         Call {
@@ -58,6 +68,19 @@ impl<'a> Call<'a> {
     }
 }
 
+/// Adds the call stored `record` of `session` describes to `totals`, with the cost the proxy
+/// tallied for it when it was made (so a report over the store states what the proxy
+/// stated); returns whether it counted.
+pub fn add_record(totals: &mut Totals, session: &str, record: &Value) -> bool {
+    let Some(call) = Call::of_record(session, record).filter(Call::counts) else { return false };
+    let Some((tokens_received, tokens_sent)) = call.tokens else { return false };
+    let dollars = |name: &str| record.get(name).and_then(Value::as_f64);
+    let cost = dollars("cost_without").zip(dollars("cost_with"));
+    let family = cost.and(call.model.and_then(Price::of_model)).map(|(family, _)| family);
+    totals.add(&Added { tokens_received, tokens_sent, cost }, call.action == Action::Compacted, family);
+    true
+}
+
 /// Where the calls of one conversation's branch are recorded.
 #[derive(Clone)]
 pub struct Recorder {
@@ -78,9 +101,10 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// Records the call `log` describes, unless it only counted tokens; `timings` are the
-    /// milliseconds the line states (added, first byte, total).
-    pub fn record(self, log: &RequestLog, timings: (Option<f64>, Option<f64>, f64)) {
+    /// Records the call `log` describes, unless it only counted tokens, with the cost the
+    /// tally `counted` for it; `timings` are the milliseconds the line states (added, first
+    /// byte, total).
+    pub fn record(self, log: &RequestLog, counted: Option<Added>, timings: (Option<f64>, Option<f64>, f64)) {
         if log.path.ends_with("/count_tokens") {
             return;
         }
@@ -99,6 +123,8 @@ impl Recorder {
             "added_ms": added_ms,
             "first_byte_ms": first_byte_ms,
             "total_ms": total_ms,
+            "cost_without": counted.and_then(|added| added.cost).map(|(without, _)| without),
+            "cost_with": counted.and_then(|added| added.cost).map(|(_, with)| with),
         });
         let Recorder { store, session, background, .. } = self;
         background.spawn(async move {
@@ -125,5 +151,21 @@ mod tests {
         }
         let no_tokens = json!({"action": "unchanged", "status": 502});
         assert_eq!(Call::of_record("s", &no_tokens).expect("a call").tokens, None);
+    }
+
+    #[test]
+    fn records_add_up_with_the_cost_they_were_made_at() {
+        let mut totals = Totals::default();
+        let priced = json!({"model": "claude-sonnet-4-5", "action": "compacted", "status": 200,
+                            "tokens_received": 900, "tokens_sent": 300, "cost_without": 0.5, "cost_with": 0.25});
+        let unpriced = json!({"model": "mystery", "action": "unchanged", "status": 200,
+                              "tokens_received": 10, "tokens_sent": 10});
+        let failed = json!({"model": "claude-sonnet-4-5", "action": "unchanged", "status": 529,
+                            "tokens_received": 10, "tokens_sent": 10});
+        assert!(add_record(&mut totals, "s", &priced) && add_record(&mut totals, "s", &unpriced));
+        assert!(!add_record(&mut totals, "s", &failed), "a failed call does not count");
+        assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (2, 1, 1));
+        assert_eq!((totals.tokens_received, totals.tokens_sent), (910, 310));
+        assert_eq!((totals.cost_without, totals.cost_with, totals.families.clone()), (0.5, 0.25, vec!["sonnet"]));
     }
 }

@@ -176,9 +176,13 @@ impl RequestLog {
 
     fn write(&mut self, end: &str) {
         self.written = true;
+        let mut counted = None;
         if let Some(stats) = &self.tally {
             let metrics = stats.metrics();
-            stats.savings().record(&Call::of_log(self), |added| metrics.add(added));
+            stats.savings().record(&Call::of_log(self), |added| {
+                metrics.add(added);
+                counted = Some(*added);
+            });
         }
         let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
         let total_ms = ms(self.started.elapsed());
@@ -213,7 +217,7 @@ impl RequestLog {
         }
         // After the line, which a client that has its answer may be waiting for.
         if let Some(recorder) = self.recorder.take() {
-            recorder.record(self, (added_ms, first_byte_ms, total_ms));
+            recorder.record(self, counted, (added_ms, first_byte_ms, total_ms));
         }
         if let Some(stats) = &self.tally {
             stats.metrics().observe(&Line {

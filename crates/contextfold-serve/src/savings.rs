@@ -98,16 +98,10 @@ impl Savings {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Counts `call`, when it is a call of a conversation that succeeded with token counts
-    /// (`count_tokens` is no call), and gives `then` what it added, before another call is
-    /// counted.
+    /// Counts `call`, when it [counts](Call::counts), and gives `then` what it added, before
+    /// another call is counted.
     pub fn record(&self, call: &Call<'_>, then: impl FnOnce(&Added)) {
-        let conversation_call =
-            matches!(call.action, Action::Unchanged | Action::Compacted | Action::Resent | Action::Untouched);
-        let Some((received, sent)) = call.tokens else { return };
-        if !conversation_call || !(200..300).contains(&call.status) || call.counts_tokens {
-            return;
-        }
+        let Some((received, sent)) = call.tokens.filter(|_| call.counts()) else { return };
         let compacted = call.action == Action::Compacted;
         let mut state = self.lock();
         let key = call.conversation.to_string();
@@ -116,29 +110,40 @@ impl Savings {
             state.last.clear();
         }
         state.last.insert(key, (received, sent));
-        let totals = &mut state.totals;
-        totals.calls += 1;
-        totals.compactions += u64::from(compacted);
-        totals.tokens_received += received;
-        totals.tokens_sent += sent;
-        let Some((family, price)) = call.model.and_then(Price::of_model) else {
-            totals.unpriced_calls += 1;
-            then(&Added { tokens_received: received, tokens_sent: sent, cost: None });
-            return;
-        };
-        if !totals.families.contains(&family) {
-            totals.families.push(family);
+        let priced = call.model.and_then(Price::of_model);
+        let cost = priced.map(|(_, price)| {
+            let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
+            let read_sent = match previous {
+                Some((_, sent_before)) if !compacted => sent_before.min(sent),
+                _ => 0,
+            };
+            let without = price.input_cost(read_received, received - read_received, true);
+            (without, price.input_cost(read_sent, sent - read_sent, true))
+        });
+        let added = Added { tokens_received: received, tokens_sent: sent, cost };
+        state.totals.add(&added, compacted, priced.map(|(family, _)| family));
+        then(&added);
+    }
+}
+
+impl Totals {
+    /// Adds a call that [counts](Call::counts): what it `added`, whether it `compacted`, and
+    /// its model's family when it is priced.
+    pub fn add(&mut self, added: &Added, compacted: bool, family: Option<&'static str>) {
+        self.calls += 1;
+        self.compactions += u64::from(compacted);
+        self.tokens_received += added.tokens_received;
+        self.tokens_sent += added.tokens_sent;
+        match (added.cost, family) {
+            (Some((without, with)), Some(family)) => {
+                if !self.families.contains(&family) {
+                    self.families.push(family);
+                }
+                self.cost_without += without;
+                self.cost_with += with;
+            }
+            _ => self.unpriced_calls += 1,
         }
-        let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
-        let read_sent = match previous {
-            Some((_, sent_before)) if !compacted => sent_before.min(sent),
-            _ => 0,
-        };
-        let without = price.input_cost(read_received, received - read_received, true);
-        let with = price.input_cost(read_sent, sent - read_sent, true);
-        totals.cost_without += without;
-        totals.cost_with += with;
-        then(&Added { tokens_received: received, tokens_sent: sent, cost: Some((without, with)) });
     }
 }
 

@@ -136,12 +136,11 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     // A record per call, as its log line said: the tally read back from the store is the proxy's.
     let calls = store.calls(&session.id).expect("calls");
     assert_eq!(calls.len(), 40, "a record per call");
-    let recorded = contextfold_serve::savings::Savings::default();
+    let mut recorded = contextfold_serve::savings::Totals::default();
     for call in &calls {
-        let call = contextfold_serve::calls::Call::of_record(&session.id, call).expect("a call record");
-        recorded.record(&call, |_| {});
+        assert!(contextfold_serve::calls::add_record(&mut recorded, &session.id, call), "{call}");
     }
-    let (recorded, served) = (recorded.totals(), totals);
+    let served = totals;
     assert_eq!((recorded.calls, recorded.compactions), (40, compactions));
     assert_eq!((recorded.tokens_received, recorded.tokens_sent), (served.tokens_received, served.tokens_sent));
     assert!(served.cost_without > served.cost_with && served.cost_with > 0.0, "{served:?}");
