@@ -125,6 +125,12 @@ impl Recorder {
             "total_ms": total_ms,
             "cost_without": counted.and_then(|added| added.cost).map(|(without, _)| without),
             "cost_with": counted.and_then(|added| added.cost).map(|(_, with)| with),
+            "usage": log.reported.map(|reported| json!({
+                "input": reported.input,
+                "cache_read": reported.cache_read,
+                "cache_write": reported.cache_write,
+                "output": reported.output,
+            })),
         });
         let Recorder { store, session, background, .. } = self;
         background.spawn(async move {

@@ -6,6 +6,7 @@ use crate::calls::{Call, Recorder};
 use crate::config::LogFormat;
 use crate::metrics::Line;
 use crate::route::Api;
+use crate::usage::Reported;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,6 +95,8 @@ pub struct RequestLog {
     pub tally: Option<Arc<crate::Stats>>,
     /// Where the call is recorded when the line is written (a conversation with a store).
     pub recorder: Option<Recorder>,
+    /// The tokens the upstream reported, when its answer was read for them.
+    pub reported: Option<Reported>,
     first_byte: Option<Duration>,
     /// When the request was handed to the upstream: what the proxy added before it.
     forwarded: Option<Duration>,
@@ -150,6 +153,7 @@ impl RequestLog {
             model: None,
             tally: None,
             recorder: None,
+            reported: None,
             first_byte: None,
             forwarded: None,
             bytes: 0,
@@ -226,6 +230,7 @@ impl RequestLog {
                 status: self.status,
                 added: self.forwarded,
                 first_byte: self.first_byte,
+                reported: self.reported,
             });
         }
     }

@@ -184,6 +184,16 @@ async fn the_metrics_say_what_the_log_lines_and_the_totals_say() {
     assert_eq!((totals.cost_without, totals.cost_with), (cost_without, cost_with), "the metrics are the totals");
     assert_eq!(totals.families, [family]);
 
+    // The upstream's own counts, read from each answer of the conversation's calls (the one
+    // forwarded untouched, the fourth, is not read): a token per three bytes in, 42 out.
+    let bodies: Vec<usize> = mock.messages_requests().iter().map(|request| request.body.len()).collect();
+    assert_eq!(bodies.len(), 28);
+    let input: usize = bodies.iter().enumerate().filter(|(step, _)| *step != 3).map(|(_, len)| len / 3).sum();
+    let kind = |kind: &str| metrics[&format!("contextfold_upstream_tokens_total{{kind=\"{kind}\"}}")];
+    assert_eq!(kind("input"), input as f64, "{metrics:?}");
+    assert_eq!(kind("output"), 42.0 * 27.0);
+    assert_eq!((kind("cache_read"), kind("cache_write")), (0.0, 0.0));
+
     // Latency: every request that went upstream, every answer relayed; the refused one is in
     // neither.
     let upstream_requests = mock.requests().len();
