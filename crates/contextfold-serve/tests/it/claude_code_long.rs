@@ -99,6 +99,7 @@ async fn claude_code_for_200_calls_through_the_store_keeps_one_log_and_every_new
     let result = finished.json_lines().into_iter().find(|line| line["type"] == "result").expect("a result");
     assert_eq!(result["subtype"], "success", "{result}");
     let compactions = proxy.stats.compactions();
+    let stats = proxy.stats.clone();
     proxy.stop().await.expect("the proxy stops cleanly");
 
     let requests = mock.messages_requests();
@@ -139,10 +140,11 @@ async fn claude_code_for_200_calls_through_the_store_keeps_one_log_and_every_new
     assert_eq!(recorded.len(), requests.len(), "a record per call");
     notice(&format!(
         "Claude Code, long session: {} requests in {:.0} s, {compactions} compactions, {} stored messages, \
-         store {:.1} MB; the newest output whole at all {STEPS} steps",
+         store {:.1} MB; the newest output whole at all {STEPS} steps; {}",
         requests.len(),
         elapsed.as_secs_f64(),
         exported.len(),
         std::fs::metadata(&path).map_or(0, |metadata| metadata.len()) as f64 / 1e6,
+        stats.savings().totals().line(),
     ));
 }
