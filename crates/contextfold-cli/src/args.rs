@@ -69,6 +69,10 @@ pub enum Command {
     /// List stored sessions; export one's original conversation, or delete it.
     #[command(after_help = STORE_HELP)]
     Sessions(SessionsArgs),
+    /// What the proxy saved, per session and in total, from the calls `serve --store`
+    /// recorded: calls, compactions, tokens received and sent, estimated input cost.
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
     /// Run a proxy for the Anthropic Messages API that compacts long conversations: point a
     /// client's ANTHROPIC_BASE_URL at it.
     #[command(after_help = SERVE_HELP)]
@@ -467,6 +471,33 @@ pub struct SearchArgs {
     #[command(flatten)]
     pub store: StoreArgs,
 }
+
+/// `contextfold report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Count only the calls made in this last while (`24h`, `7d`, `90m`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub since: Option<std::time::Duration>,
+    /// Print one JSON object: `sessions` (one object each) and `total`.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+const REPORT_HELP: &str = "\
+The store is the one `contextfold serve --store` wrote (resolved as for recall). Each call
+the proxy answered for a conversation is recorded there; the report adds them up per
+session, with the estimated input cost the proxy's shutdown line states: the list price of
+the request's model family, with prompt caching counted (each request reads from the cache
+what it shares with the one before; a compacted request is counted as written whole).
+Sessions with no recorded call (written by compact --store, or before the proxy recorded
+calls) are counted, not listed. Only successful calls count.
+
+Exit codes:
+  0  success
+  2  usage or input error: no store at the path or in the database, a store that is not
+     contextfold's, damaged, or needs an upgrade";
 
 /// `contextfold sessions`.
 #[derive(Debug, Args)]

@@ -268,6 +268,11 @@ impl ConversationState {
         self.session.as_ref()
     }
 
+    /// Its window, in tokens.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
     /// What tells it from the conversation's other branches.
     pub fn id(&self) -> u64 {
         self.id

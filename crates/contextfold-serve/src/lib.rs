@@ -39,6 +39,7 @@ mod app;
 mod background;
 mod body;
 mod branches;
+pub mod calls;
 mod compaction;
 pub mod config;
 mod conversations;

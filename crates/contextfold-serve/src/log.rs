@@ -2,6 +2,7 @@
 //! upstream answered and how long it took. No header, body or query string is ever logged,
 //! so no key or token can be.
 
+use crate::calls::{Call, Recorder};
 use crate::config::LogFormat;
 use crate::metrics::Line;
 use crate::route::Api;
@@ -29,8 +30,23 @@ pub enum Action {
 }
 
 impl Action {
+    /// The action `name` names ([`Action::name`]).
+    pub fn parse(name: &str) -> Option<Action> {
+        [
+            Action::Forwarded,
+            Action::Unchanged,
+            Action::Compacted,
+            Action::Resent,
+            Action::Untouched,
+            Action::Refused,
+            Action::Mcp,
+        ]
+        .into_iter()
+        .find(|action| action.name() == name)
+    }
+
     /// The action as the log line and the metrics name it.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Action::Forwarded => "forwarded",
             Action::Unchanged => "unchanged",
@@ -76,6 +92,8 @@ pub struct RequestLog {
     pub model: Option<String>,
     /// The counts the line is added to when it is written ([`crate::Stats::savings`]).
     pub tally: Option<Arc<crate::Stats>>,
+    /// Where the call is recorded when the line is written (a conversation with a store).
+    pub recorder: Option<Recorder>,
     first_byte: Option<Duration>,
     /// When the request was handed to the upstream: what the proxy added before it.
     forwarded: Option<Duration>,
@@ -131,6 +149,7 @@ impl RequestLog {
             status: 0,
             model: None,
             tally: None,
+            recorder: None,
             first_byte: None,
             forwarded: None,
             bytes: 0,
@@ -157,9 +176,13 @@ impl RequestLog {
 
     fn write(&mut self, end: &str) {
         self.written = true;
+        let mut counted = None;
         if let Some(stats) = &self.tally {
             let metrics = stats.metrics();
-            stats.savings().record(self, |added| metrics.add(added));
+            stats.savings().record(&Call::of_log(self), |added| {
+                metrics.add(added);
+                counted = Some(*added);
+            });
         }
         let ms = |duration: Duration| (duration.as_secs_f64() * 1e4).round() / 10.0;
         let total_ms = ms(self.started.elapsed());
@@ -193,6 +216,9 @@ impl RequestLog {
             }
         }
         // After the line, which a client that has its answer may be waiting for.
+        if let Some(recorder) = self.recorder.take() {
+            recorder.record(self, counted, (added_ms, first_byte_ms, total_ms));
+        }
         if let Some(stats) = &self.tally {
             stats.metrics().observe(&Line {
                 api: self.api,

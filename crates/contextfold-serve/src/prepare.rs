@@ -7,6 +7,7 @@
 use crate::app::App;
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::branches::Branches;
+use crate::calls::Recorder;
 use crate::compaction::{self, Outcome, Place, Request};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
@@ -79,7 +80,17 @@ pub async fn compact(
     let place = Place { settings: &app.settings, store: app.store.as_ref(), name: &name, key: &key };
     let (outcome, call) = {
         let mut branches = slot.lock().await;
-        compaction::prepare(branches.get_or_insert_with(Branches::default), place, &request).await
+        let branches = branches.get_or_insert_with(Branches::default);
+        let (outcome, call) = compaction::prepare(branches, place, &request).await;
+        if let (Some(store), Some(state)) = (&app.store, branches.get_mut(call.branch)) {
+            log.recorder = state.session().map(|session| Recorder {
+                store: store.clone(),
+                session: session.clone(),
+                window: state.window(),
+                background: app.background.clone(),
+            });
+        }
+        (outcome, call)
     };
     let store = app.store.clone();
     let background = app.background.clone();

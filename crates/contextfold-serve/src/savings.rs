@@ -10,7 +10,8 @@
 //! compaction, which is counted as written whole (its system prompt and tools were in fact
 //! read from the cache, so the cost with contextfold is, if anything, overstated).
 
-use crate::log::{Action, RequestLog};
+use crate::calls::Call;
+use crate::log::Action;
 use contextfold::replay::Price;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -97,47 +98,52 @@ impl Savings {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Counts the request `log` describes, when it is a call of a conversation that
-    /// succeeded with token counts (`count_tokens` is no call), and gives `then` what it
-    /// added, before another call is counted.
-    pub(crate) fn record(&self, log: &RequestLog, then: impl FnOnce(&Added)) {
-        let conversation_call =
-            matches!(log.action, Action::Unchanged | Action::Compacted | Action::Resent | Action::Untouched);
-        let (Some(received), Some(sent)) = (log.tokens_in, log.tokens_out) else { return };
-        if !conversation_call || !(200..300).contains(&log.status) || log.path.ends_with("/count_tokens") {
-            return;
-        }
-        let compacted = log.action == Action::Compacted;
+    /// Counts `call`, when it [counts](Call::counts), and gives `then` what it added, before
+    /// another call is counted.
+    pub fn record(&self, call: &Call<'_>, then: impl FnOnce(&Added)) {
+        let Some((received, sent)) = call.tokens.filter(|_| call.counts()) else { return };
+        let compacted = call.action == Action::Compacted;
         let mut state = self.lock();
-        let key = log.conversation.clone().unwrap_or_default();
+        let key = call.conversation.to_string();
         let previous = state.last.get(&key).copied();
         if previous.is_none() && state.last.len() >= MAX_CONVERSATIONS {
             state.last.clear();
         }
         state.last.insert(key, (received, sent));
-        let totals = &mut state.totals;
-        totals.calls += 1;
-        totals.compactions += u64::from(compacted);
-        totals.tokens_received += received;
-        totals.tokens_sent += sent;
-        let Some((family, price)) = log.model.as_deref().and_then(Price::of_model) else {
-            totals.unpriced_calls += 1;
-            then(&Added { tokens_received: received, tokens_sent: sent, cost: None });
-            return;
-        };
-        if !totals.families.contains(&family) {
-            totals.families.push(family);
+        let priced = call.model.and_then(Price::of_model);
+        let cost = priced.map(|(_, price)| {
+            let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
+            let read_sent = match previous {
+                Some((_, sent_before)) if !compacted => sent_before.min(sent),
+                _ => 0,
+            };
+            let without = price.input_cost(read_received, received - read_received, true);
+            (without, price.input_cost(read_sent, sent - read_sent, true))
+        });
+        let added = Added { tokens_received: received, tokens_sent: sent, cost };
+        state.totals.add(&added, compacted, priced.map(|(family, _)| family));
+        then(&added);
+    }
+}
+
+impl Totals {
+    /// Adds a call that [counts](Call::counts): what it `added`, whether it `compacted`, and
+    /// its model's family when it is priced.
+    pub fn add(&mut self, added: &Added, compacted: bool, family: Option<&'static str>) {
+        self.calls += 1;
+        self.compactions += u64::from(compacted);
+        self.tokens_received += added.tokens_received;
+        self.tokens_sent += added.tokens_sent;
+        match (added.cost, family) {
+            (Some((without, with)), Some(family)) => {
+                if !self.families.contains(&family) {
+                    self.families.push(family);
+                }
+                self.cost_without += without;
+                self.cost_with += with;
+            }
+            _ => self.unpriced_calls += 1,
         }
-        let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
-        let read_sent = match previous {
-            Some((_, sent_before)) if !compacted => sent_before.min(sent),
-            _ => 0,
-        };
-        let without = price.input_cost(read_received, received - read_received, true);
-        let with = price.input_cost(read_sent, sent - read_sent, true);
-        totals.cost_without += without;
-        totals.cost_with += with;
-        then(&Added { tokens_received: received, tokens_sent: sent, cost: Some((without, with)) });
     }
 }
 
@@ -145,6 +151,7 @@ impl Savings {
 mod tests {
     use super::*;
     use crate::config::LogFormat;
+    use crate::log::RequestLog;
 
     fn call(conversation: &str, model: &str, tokens: (u64, u64), action: Action) -> RequestLog {
         let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
@@ -159,16 +166,16 @@ mod tests {
     #[test]
     fn the_tally_prices_each_conversation_with_the_cache_model() {
         let savings = Savings::default();
-        savings.record(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged), |_| {});
-        savings.record(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted), |_| {});
-        savings.record(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent), |_| {});
+        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged)), |_| {});
+        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted)), |_| {});
+        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent)), |_| {});
         let mut not_a_call = call("a", "claude-sonnet-4-5", (1, 1), Action::Refused);
         not_a_call.status = 401;
-        savings.record(&not_a_call, |_| {});
+        savings.record(&Call::of_log(&not_a_call), |_| {});
         let mut counted = call("b", "claude-sonnet-4-5", (9, 9), Action::Unchanged);
         counted.path = "/v1/messages/count_tokens".into();
-        savings.record(&counted, |_| {});
-        savings.record(&call("c", "gpt-5", (10, 10), Action::Unchanged), |_| {});
+        savings.record(&Call::of_log(&counted), |_| {});
+        savings.record(&Call::of_log(&call("c", "gpt-5", (10, 10), Action::Unchanged)), |_| {});
         let totals = savings.totals();
         assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (4, 1, 1));
         assert_eq!((totals.tokens_received, totals.tokens_sent), (410_010, 190_010));

@@ -163,6 +163,12 @@ impl ProxyStore {
         self.noted("writing a conversation's state", off_runtime(move || store.put_state(&key, expected, &bytes)).await)
     }
 
+    /// Records a model call of `session`.
+    pub async fn put_call(&self, session: SessionId, call: serde_json::Value) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        self.noted("recording a call", off_runtime(move || store.put_call(&session, &call)).await)
+    }
+
     /// Whether the store answers a trivial query (the version of a key no conversation has).
     pub async fn answers(&self) -> Result<(), StoreError> {
         let store = self.store.clone();

@@ -9,6 +9,7 @@ mod plan;
 mod recall;
 mod render;
 mod replay;
+mod report;
 mod search;
 mod serve;
 mod sessions;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(args) => recall::run(args),
         Command::Search(args) => search::run(args),
         Command::Sessions(args) => sessions::run(args),
+        Command::Report(args) => report::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Wrap(args) => wrap::run(args),

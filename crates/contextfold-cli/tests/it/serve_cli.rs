@@ -332,3 +332,58 @@ fn what_the_proxy_compacts_is_in_its_store_for_sessions_recall_and_search() {
     }
     assert!(stderr.iter().all(|line| !line.contains(&CLI_KEY[..40])), "no key is logged");
 }
+
+/// `contextfold report` over the proxy's store says what the proxy said when it stopped: the
+/// calls recorded there add up to its shutdown totals; `--since` leaves out older calls.
+#[test]
+fn report_over_the_proxys_store_says_what_the_proxy_said_at_shutdown() {
+    let upstream = Upstream::start(Duration::ZERO);
+    let dir = scratch("serve-cli", "report");
+    let flags = ["--window", "24k", "--reserve", "2k", "--strategy", "evict", "--store", "proxy.db"];
+    let mut served = serve(&dir, &format!("http://{}", upstream.addr), &flags);
+    for cycles in [10, 40, 60] {
+        let (status, _) = post_body(&served.addr, &long_history(cycles));
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+    assert_eq!(served.stop("-TERM"), 0);
+    let stderr = served.stderr();
+    let stopped =
+        stderr.iter().find_map(|line| line.strip_prefix("contextfold serve: stopped; ")).expect("a last line");
+    assert!(stopped.starts_with("3 calls, ") && stopped.contains("estimated input cost $"), "{stopped}");
+    let in_dir = |args: &[&str]| crate::common::contextfold_in(Some(&dir), args, b"");
+
+    let report = in_dir(&["report", "--store", "proxy.db"]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(report.stdout.contains(&format!("sessions: {stopped}\n")), "{}\nvs {stopped}", report.stdout);
+
+    // A call recorded a day ago counts without --since, not with --since 1h.
+    let json = |args: &[&str]| -> serde_json::Value {
+        let run = in_dir(args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        serde_json::from_str(&run.stdout).expect("one JSON object")
+    };
+    let before = json(&["report", "--json", "--store", "proxy.db"]);
+    let sessions = before["sessions"].as_array().expect("sessions");
+    let calls: u64 = sessions.iter().map(|session| session["calls"].as_u64().unwrap()).sum();
+    assert_eq!((calls, before["total"]["calls"].as_u64()), (3, Some(3)), "{before}");
+    let compactions = before["total"]["compactions"].as_u64().unwrap();
+    assert!(compactions >= 1, "{before}");
+    let store = contextfold::store::SqliteStore::open(&dir.join("proxy.db")).expect("the store");
+    let session = sessions[0]["id"].as_str().unwrap();
+    let day_ago = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 86_400;
+    let old = serde_json::json!({"at": day_ago, "model": "claude-sonnet-4-5", "action": "unchanged", "status": 200,
+                                 "tokens_received": 1_000, "tokens_sent": 1_000,
+                                 "cost_without": 0.003, "cost_with": 0.003});
+    contextfold::store::SessionStore::put_call(&store, session, &old).expect("a call");
+    drop(store);
+    let all = json(&["report", "--json", "--store", "proxy.db"]);
+    assert_eq!(all["total"]["calls"], 4);
+    let recent = json(&["report", "--json", "--since", "1h", "--store", "proxy.db"]);
+    assert_eq!(recent["total"]["calls"], 3);
+    assert_eq!(recent["total"]["tokens_received"], before["total"]["tokens_received"]);
+    assert!(recent["since"].as_u64().unwrap() > day_ago, "{recent}");
+
+    let missing = in_dir(&["report", "--store", "nothing.db"]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(missing.stderr.contains("nothing.db"), "{}", missing.stderr);
+}

@@ -112,7 +112,9 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     }
     let compactions = proxy.stats.compactions();
     assert!(compactions >= 2, "the conversation compacts (got {compactions})");
+    let stats = proxy.stats.clone();
     proxy.stop().await.expect("stops");
+    let totals = stats.savings().totals();
     let sent: String =
         mock.messages_requests().iter().map(|request| String::from_utf8_lossy(&request.body).into_owned()).collect();
     let sent_refs = refs(&sent);
@@ -131,6 +133,20 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
         assert!(payload.to_string().contains("keeper"), "{reference}: the agent's output");
     }
     assert_eq!(store.reports(&session.id).expect("reports").len() as u64, compactions, "a report per compaction");
+    // A record per call, as its log line said: the tally read back from the store is the proxy's.
+    let calls = store.calls(&session.id).expect("calls");
+    assert_eq!(calls.len(), 40, "a record per call");
+    let mut recorded = contextfold_serve::savings::Totals::default();
+    for call in &calls {
+        assert!(contextfold_serve::calls::add_record(&mut recorded, &session.id, call), "{call}");
+    }
+    let served = totals;
+    assert_eq!((recorded.calls, recorded.compactions), (40, compactions));
+    assert_eq!((recorded.tokens_received, recorded.tokens_sent), (served.tokens_received, served.tokens_sent));
+    assert!(served.cost_without > served.cost_with && served.cost_with > 0.0, "{served:?}");
+    assert!((recorded.cost_without - served.cost_without).abs() < 1e-9, "{recorded:?} {served:?}");
+    assert!((recorded.cost_with - served.cost_with).abs() < 1e-9, "{recorded:?} {served:?}");
+    assert!(calls.iter().all(|call| call["window"] == 24_000 && call["status"] == 200), "{calls:?}");
     let summaries = store.summaries(&session.id).expect("summaries").len();
     let hits = store.search(Some(&session.id), "keeper line", 5).expect("search");
     assert!(!hits.is_empty(), "the stored history is searchable");
