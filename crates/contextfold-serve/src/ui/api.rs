@@ -120,11 +120,18 @@ pub(super) fn search(store: &dyn SessionStore, query: &str, session: Option<&str
 }
 
 /// A session's totals: what the store lists, its compactions, and, when its calls were
-/// recorded, the tokens the proxy received and sent.
+/// recorded, the tokens and estimated cost of the calls that succeeded, received from the
+/// client and sent upstream (as `contextfold report` counts them).
 fn totals(info: &SessionInfo, compactions: usize, calls: &[Value]) -> Value {
-    let sum = |field: &str| calls.iter().filter_map(|call| call[field].as_u64()).sum::<u64>();
+    let answered: Vec<&Value> =
+        calls.iter().filter(|call| call["status"].as_u64().is_none_or(|status| (200..300).contains(&status))).collect();
+    let tokens = |field: &str| answered.iter().filter_map(|call| call[field].as_u64()).sum::<u64>();
+    let dollars = |field: &str| {
+        let costs: Vec<f64> = answered.iter().filter_map(|call| call[field].as_f64()).collect();
+        (!costs.is_empty()).then(|| costs.iter().sum::<f64>())
+    };
     let last_call = calls.iter().filter_map(|call| call["at"].as_u64()).max();
-    let (received, sent) = if calls.is_empty() { (None, None) } else { (Some(sum("tokens_received")), Some(sum("tokens_sent"))) };
+    let recorded = !calls.is_empty();
     json!({
         "id": info.id,
         "name": info.name,
@@ -134,8 +141,10 @@ fn totals(info: &SessionInfo, compactions: usize, calls: &[Value]) -> Value {
         "payloads": info.payloads,
         "compactions": compactions,
         "calls": calls.len(),
-        "tokens_received": received,
-        "tokens_sent": sent,
+        "tokens_received": recorded.then(|| tokens("tokens_received")),
+        "tokens_sent": recorded.then(|| tokens("tokens_sent")),
+        "cost_without": dollars("cost_without"),
+        "cost_with": dollars("cost_with"),
     })
 }
 
@@ -159,14 +168,16 @@ mod tests {
     fn totals_add_up_the_calls_and_leave_savings_out_without_them() {
         let info = SessionInfo { id: "s".into(), name: "n".into(), messages: 3, payloads: 1, created: 10 };
         let calls = [
-            json!({"at": 20, "tokens_received": 100, "tokens_sent": 60}),
-            json!({"at": 30, "tokens_received": 200, "tokens_sent": 80}),
+            json!({"at": 20, "status": 200, "tokens_received": 100, "tokens_sent": 60, "cost_without": 0.5, "cost_with": 0.25}),
+            json!({"at": 30, "status": 200, "tokens_received": 200, "tokens_sent": 80}),
+            json!({"at": 40, "status": 502, "tokens_received": 900, "tokens_sent": 900}),
         ];
         let shown = totals(&info, 2, &calls);
         assert_eq!((shown["tokens_received"].as_u64(), shown["tokens_sent"].as_u64()), (Some(300), Some(140)));
-        assert_eq!(shown["last_activity"], 30);
+        assert_eq!((shown["cost_without"].as_f64(), shown["cost_with"].as_f64()), (Some(0.5), Some(0.25)));
+        assert_eq!((shown["calls"].as_u64(), shown["last_activity"].as_u64()), (Some(3), Some(40)));
         let none = totals(&info, 0, &[]);
-        assert!(none["tokens_received"].is_null() && none["tokens_sent"].is_null());
+        assert!(none["tokens_received"].is_null() && none["tokens_sent"].is_null() && none["cost_with"].is_null());
         assert_eq!(none["last_activity"], 10);
     }
 }

@@ -10,9 +10,9 @@
 //!
 //! Access: a dashboard without a token answers only requests addressed to a loopback name
 //! (`Host: 127.0.0.1`, `localhost`, `[::1]`), so a web page cannot reach it by pointing a
-//! name of its own at 127.0.0.1 (DNS rebinding). With the proxy token set, every `/ui` path
-//! needs it, as `/metrics` does (`x-contextfold-token` or `Proxy-Authorization: Bearer`);
-//! a browser, which cannot send a header, opens `/ui?token=TOKEN` once and gets the token
+//! name of its own at 127.0.0.1 (DNS rebinding). With the proxy token set, the page and its
+//! API need it, as `/metrics` does (`x-contextfold-token` or `Proxy-Authorization: Bearer`;
+//! the static files, which hold no data, do not); a browser, which cannot send a header, opens `/ui?token=TOKEN` once and gets the token
 //! back in an HttpOnly, SameSite=Strict cookie for `/ui`, then a redirect to `/ui`, so the
 //! token leaves the address bar. Every API call is a GET that changes nothing.
 //! Like `/health` and `/metrics`, the dashboard's requests write no log line.
@@ -38,6 +38,9 @@ use subtle::ConstantTimeEq;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
+/// The page's icon, so that a browser never asks the proxy for `/favicon.ico` (which it would
+/// forward upstream).
+const FAVICON_SVG: &str = include_str!("assets/favicon.svg");
 
 /// The cookie that carries the token for a browser.
 pub const COOKIE: &str = "contextfold_ui";
@@ -98,9 +101,18 @@ impl Dashboard {
             return response;
         }
         let path = parts.uri.path();
+        // The files compiled into the binary hold no data: the token guards the page and
+        // its API, and a page refused for want of it still has its style and icon.
+        let file = match path {
+            "/ui/app.js" => Some((APP_JS, "text/javascript; charset=utf-8")),
+            "/ui/style.css" => Some((STYLE_CSS, "text/css; charset=utf-8")),
+            "/ui/favicon.svg" => Some((FAVICON_SVG, "image/svg+xml")),
+            _ => None,
+        };
         let page = matches!(path, "/ui" | "/ui/");
         match self.admit(&parts.headers) {
             Ok(()) => {}
+            Err(Refused::Token) if file.is_some() => {}
             Err(Refused::Token) if page => match (&self.token, param(&parts.uri, "token")) {
                 (Some(token), Some(given)) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => {
                     return with_cookie(token)
@@ -108,7 +120,10 @@ impl Dashboard {
                 _ => return refused_page(),
             },
             Err(Refused::Token) => {
-                return error(StatusCode::UNAUTHORIZED, "the dashboard needs the proxy token: open /ui?token=TOKEN once, or send x-contextfold-token")
+                return error(
+                    StatusCode::UNAUTHORIZED,
+                    "the dashboard needs the proxy token: open /ui?token=TOKEN once, or send x-contextfold-token",
+                )
             }
             Err(Refused::Host) => {
                 return error(
@@ -117,11 +132,12 @@ impl Dashboard {
                 )
             }
         }
+        if let Some((body, kind)) = file {
+            return asset(StatusCode::OK, body, kind);
+        }
         match path {
             "/ui" | "/ui/" if self.store.is_none() => asset(StatusCode::NOT_FOUND, NO_STORE_HTML, "text/html; charset=utf-8"),
             "/ui" | "/ui/" => asset(StatusCode::OK, INDEX_HTML, "text/html; charset=utf-8"),
-            "/ui/app.js" => asset(StatusCode::OK, APP_JS, "text/javascript; charset=utf-8"),
-            "/ui/style.css" => asset(StatusCode::OK, STYLE_CSS, "text/css; charset=utf-8"),
             _ => match path.strip_prefix("/ui/api/") {
                 Some(call) => self.api(call, &parts.uri).await,
                 None => error(StatusCode::NOT_FOUND, "the dashboard has no such page; open /ui"),
@@ -200,14 +216,14 @@ async fn standalone(State(dashboard): State<Dashboard>, request: axum::extract::
 
 /// What `/ui` says when the proxy runs without a store.
 const NO_STORE_HTML: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>contextfold</title>\
-<link rel=\"stylesheet\" href=\"/ui/style.css\"></head><body><main><h1>contextfold</h1>\
+<link rel=\"icon\" href=\"/ui/favicon.svg\"><link rel=\"stylesheet\" href=\"/ui/style.css\"></head><body><main><h1>contextfold</h1>\
 <p class=\"notice\">The dashboard needs a store: this proxy runs without one (<code>--no-store</code>). \
 Start <code>contextfold serve --store PATH</code>, or open a store with <code>contextfold ui --store PATH</code>.</p>\
 </main></body></html>";
 
 /// What `/ui` says to a browser without the token.
 const TOKEN_HTML: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>contextfold</title>\
-<link rel=\"stylesheet\" href=\"/ui/style.css\"></head><body><main><h1>contextfold</h1>\
+<link rel=\"icon\" href=\"/ui/favicon.svg\"><link rel=\"stylesheet\" href=\"/ui/style.css\"></head><body><main><h1>contextfold</h1>\
 <p class=\"notice\">This proxy has a token: open <code>/ui?token=TOKEN</code> once; \
 the browser then keeps it in a cookie for the dashboard.</p></main></body></html>";
 

@@ -23,3 +23,4 @@ mod sessions;
 mod soak;
 mod stored;
 mod streaming;
+mod ui;

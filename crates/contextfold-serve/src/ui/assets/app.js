@@ -44,6 +44,10 @@ function short(n) {
   return String(n);
 }
 
+function dollars(n) {
+  return n === null || n === undefined ? "–" : "$" + Number(n).toFixed(n < 10 ? 3 : 2);
+}
+
 function when(secs) {
   if (!secs) return "–";
   return new Date(secs * 1000).toISOString().replace("T", " ").slice(0, 16) + " UTC";
@@ -227,7 +231,8 @@ async function sessionPage(view, id, open) {
     el("div", { class: "cards" },
       card("Messages", number(s.messages)), card("Calls", number(s.calls)), card("Compactions", number(s.compactions)),
       card("Payloads", number(s.payloads)), card("Tokens received", number(s.tokens_received)),
-      card("Tokens sent", number(s.tokens_sent)), card("Saved", saved(s.tokens_received, s.tokens_sent), "good")),
+      card("Tokens sent", number(s.tokens_sent)), card("Saved", saved(s.tokens_received, s.tokens_sent), "good"),
+      s.cost_without !== null ? card("Est. input cost without → with", dollars(s.cost_without) + " → " + dollars(s.cost_with)) : null),
     el("h2", {}, "Request tokens per call"),
     chart(detail));
   const at = compactionCalls(detail);
