@@ -102,11 +102,14 @@ pub(super) fn search(store: &dyn SessionStore, query: &str, session: Option<&str
     if query.trim().is_empty() {
         return Err(ApiError::BadRequest("give words to search for as `?q=…`".into()));
     }
-    let hits: Vec<Value> = store
-        .search(session, query, MAX_HITS)?
+    let found = store.search(session, query, MAX_HITS)?;
+    let names: std::collections::HashMap<String, String> =
+        if found.is_empty() { Default::default() } else { store.sessions()?.into_iter().map(|s| (s.id, s.name)).collect() };
+    let hits: Vec<Value> = found
         .into_iter()
         .map(|hit| {
             let mut fields = Map::new();
+            fields.insert("name".into(), json!(names.get(&hit.session)));
             fields.insert("session".into(), json!(hit.session));
             match hit.location {
                 HitLocation::Message(sequence) => fields.insert("message".into(), json!(sequence)),

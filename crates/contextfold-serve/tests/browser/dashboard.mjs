@@ -93,6 +93,8 @@ try {
   check(payload === config.payload.text, `${config.payload.ref} shows the payload exactly`, payload.slice(0, 200));
   check(await page.evaluate(() => window.__pwned === undefined), "stored markup did not run");
   check(await page.locator("#payload *").count() === 0, "the payload is text, no element");
+  // The screenshot shows the payload's end, where the stored markup is, as text.
+  await page.$eval("#payload", (pre) => { pre.scrollTop = pre.scrollHeight; });
   await shot("4-payload.png");
 
   // Search: the word of an evicted output.

@@ -145,13 +145,13 @@ function chart(detail) {
   const { fromCalls, points } = chartData(detail);
   const width = 960, height = 320, left = 64, right = 24, top = 20, bottom = 40;
   const top_value = Math.max(detail.window || 0, ...points.map((p) => Math.max(p.received, p.sent)), 1);
-  const ceiling = niceCeiling(top_value * 1.05);
+  const step = niceStep(top_value / 4);
+  const ceiling = step * Math.ceil((top_value * 1.04) / step);
   const n = Math.max(points.length, 1);
   const x = (i) => left + (n === 1 ? (width - left - right) / 2 : ((i - 1) * (width - left - right)) / (n - 1));
   const y = (v) => top + (height - top - bottom) * (1 - v / ceiling);
   const root = svg("svg", { id: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Request tokens per call" });
-  for (let i = 0; i <= 4; i++) {
-    const value = (ceiling * i) / 4;
+  for (let value = 0; value <= ceiling; value += step) {
     root.append(svg("line", { class: "grid", x1: left, x2: width - right, y1: y(value), y2: y(value) }));
     const label = svg("text", { class: "tick", x: left - 8, y: y(value) + 4, "text-anchor": "end" });
     label.textContent = short(value);
@@ -185,7 +185,7 @@ function chart(detail) {
   }
   for (const [i, p] of points.entries()) {
     const what = fromCalls
-      ? `call ${p.x}: ${number(p.sent)} tokens sent, ${number(p.received)} received` + (p.call.action ? ` (${p.call.action})` : "")
+      ? `call ${p.x}: ${number(p.sent)} tokens sent, ${number(p.received)} received` + (p.call.action ? ` (${p.call.action})` : "") + (p.call.note ? `\n${p.call.note}` : "")
       : `compaction ${p.x}: ${number(p.received)} tokens before, ${number(p.sent)} after`;
     root.append(svg("circle", { class: "received-point", cx: x(p.x), cy: y(p.received), r: 2.5 }));
     root.append(svg("circle", { class: "point" + (p.compacted ? " compacted" : ""), "data-index": i + 1, cx: x(p.x), cy: y(p.sent), r: p.compacted ? 5 : 3.5 }, what));
@@ -205,9 +205,10 @@ function chart(detail) {
   return figure;
 }
 
-function niceCeiling(value) {
+// A round step (1, 2 or 5 times a power of ten) of at least `value`.
+function niceStep(value) {
   const power = Math.pow(10, Math.floor(Math.log10(value)));
-  for (const step of [1, 2, 2.5, 5, 10]) if (step * power >= value) return step * power;
+  for (const factor of [1, 2, 5]) if (factor * power >= value) return factor * power;
   return 10 * power;
 }
 
@@ -315,7 +316,7 @@ async function searchPage(view, query) {
   }
   view.append(el("ul", { id: "hits" }, hits.map((hit) =>
     el("li", {},
-      el("div", { class: "where" }, sessionLink(hit.session, hit.session), " · ",
+      el("div", { class: "where" }, sessionLink(hit.session, hit.name || hit.session), " · ",
         hit.ref ? refLink(hit.ref) : `message ${hit.message}`),
       snippet(hit.snippet)))));
 }
