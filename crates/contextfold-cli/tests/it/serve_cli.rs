@@ -368,7 +368,7 @@ fn report_over_the_proxys_store_says_what_the_proxy_said_at_shutdown() {
     assert_eq!((calls, before["total"]["calls"].as_u64()), (3, Some(3)), "{before}");
     let compactions = before["total"]["compactions"].as_u64().unwrap();
     assert!(compactions >= 1, "{before}");
-    let store = contextfold::store::SqliteStore::open(&dir.join("proxy.db")).expect("the store");
+    let store = contextfold::store::SqliteStore::open(dir.join("proxy.db")).expect("the store");
     let session = sessions[0]["id"].as_str().unwrap();
     let day_ago = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 86_400;
     let old = serde_json::json!({"at": day_ago, "model": "claude-sonnet-4-5", "action": "unchanged", "status": 200,

@@ -103,8 +103,11 @@ pub(super) fn search(store: &dyn SessionStore, query: &str, session: Option<&str
         return Err(ApiError::BadRequest("give words to search for as `?q=…`".into()));
     }
     let found = store.search(session, query, MAX_HITS)?;
-    let names: std::collections::HashMap<String, String> =
-        if found.is_empty() { Default::default() } else { store.sessions()?.into_iter().map(|s| (s.id, s.name)).collect() };
+    let names: std::collections::HashMap<String, String> = if found.is_empty() {
+        Default::default()
+    } else {
+        store.sessions()?.into_iter().map(|s| (s.id, s.name)).collect()
+    };
     let hits: Vec<Value> = found
         .into_iter()
         .map(|hit| {

@@ -68,6 +68,9 @@ impl std::fmt::Debug for Dashboard {
     }
 }
 
+/// One API call, to run on the blocking pool.
+type Call = Box<dyn FnOnce(&dyn SessionStore) -> Result<Value, ApiError> + Send>;
+
 /// Why a request may not see the dashboard.
 enum Refused {
     /// Addressed to a name that is not loopback's.
@@ -136,7 +139,9 @@ impl Dashboard {
             return asset(StatusCode::OK, body, kind);
         }
         match path {
-            "/ui" | "/ui/" if self.store.is_none() => asset(StatusCode::NOT_FOUND, NO_STORE_HTML, "text/html; charset=utf-8"),
+            "/ui" | "/ui/" if self.store.is_none() => {
+                asset(StatusCode::NOT_FOUND, NO_STORE_HTML, "text/html; charset=utf-8")
+            }
             "/ui" | "/ui/" => asset(StatusCode::OK, INDEX_HTML, "text/html; charset=utf-8"),
             _ => match path.strip_prefix("/ui/api/") {
                 Some(call) => self.api(call, &parts.uri).await,
@@ -163,7 +168,7 @@ impl Dashboard {
             return error(StatusCode::NOT_FOUND, "the dashboard needs a store: run contextfold serve with --store");
         };
         let text = |name: &str| param(uri, name).unwrap_or_default();
-        let work: Box<dyn FnOnce(&dyn SessionStore) -> Result<Value, ApiError> + Send> = match call {
+        let work: Call = match call {
             "sessions" => Box::new(api::sessions),
             "session" => {
                 let id = text("id");

@@ -119,7 +119,10 @@ async fn the_api_answers_from_the_store_and_ui_never_reaches_the_upstream() {
 
     let (status, headers, page) = get(base, "/ui", &[]).await;
     assert_eq!((status, headers["content-type"].to_str().unwrap()), (200, "text/html; charset=utf-8"));
-    assert!(page.contains("/ui/app.js") && headers["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+    assert!(
+        page.contains("/ui/app.js")
+            && headers["content-security-policy"].to_str().unwrap().contains("script-src 'self'")
+    );
     for asset in ["/ui/app.js", "/ui/style.css"] {
         assert_eq!(get(base, asset, &[]).await.0, 200, "{asset}");
     }
@@ -128,7 +131,12 @@ async fn the_api_answers_from_the_store_and_ui_never_reaches_the_upstream() {
     let shown = &listed["sessions"][0];
     assert_eq!(shown["id"], info.id.as_str());
     assert_eq!(
-        (shown["messages"].as_u64(), shown["payloads"].as_u64(), shown["compactions"].as_u64(), shown["calls"].as_u64()),
+        (
+            shown["messages"].as_u64(),
+            shown["payloads"].as_u64(),
+            shown["compactions"].as_u64(),
+            shown["calls"].as_u64()
+        ),
         (Some(info.messages as u64), Some(info.payloads as u64), Some(reports.len() as u64), Some(CALLS as u64))
     );
     assert!(shown["tokens_received"].as_u64() > shown["tokens_sent"].as_u64(), "it saved: {shown}");
@@ -222,7 +230,9 @@ async fn with_a_token_the_dashboard_needs_it_by_header_or_the_cookie_the_query_s
     let store = Some(StoreLocation::File(dir.join("proxy.db")));
     let proxy = proxy(ServeConfig { store, auth_token: Some(TOKEN.into()), ..config(&mock.url()) }).await;
     let base = &proxy.url;
-    for path in ["/ui", "/ui/", "/ui/api/sessions", "/ui/api/payload?ref=cf-000000000000", "/ui?token=not-the-token-at-all"] {
+    for path in
+        ["/ui", "/ui/", "/ui/api/sessions", "/ui/api/payload?ref=cf-000000000000", "/ui?token=not-the-token-at-all"]
+    {
         assert_eq!(get(base, path, &[]).await.0, 401, "{path} without the token");
     }
     for path in ["/ui/app.js", "/ui/style.css", "/ui/favicon.svg"] {
