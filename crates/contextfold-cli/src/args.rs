@@ -835,6 +835,10 @@ pub struct ReplayArgs {
 /// `contextfold serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// A TOML file of these flags (`window = "200k"`, `allow-remote = true`); a flag on the
+    /// command line, or the environment variable a flag reads, wins over the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The address to listen on. Any address but loopback needs --allow-remote and a token.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
     pub listen: std::net::SocketAddr,

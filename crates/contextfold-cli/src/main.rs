@@ -7,6 +7,7 @@
 
 mod args;
 mod cmd;
+mod config_file;
 mod output;
 mod plot;
 mod progress;
@@ -15,7 +16,14 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let argv = match config_file::with_config(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(err) => {
+            eprintln!("contextfold: {}", output::one_sentence(&err));
+            return ExitCode::from(2);
+        }
+    };
+    let cli = args::Cli::parse_from(argv);
     match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -387,3 +387,68 @@ fn report_over_the_proxys_store_says_what_the_proxy_said_at_shutdown() {
     assert_eq!(missing.code, 2, "{}", missing.stderr);
     assert!(missing.stderr.contains("nothing.db"), "{}", missing.stderr);
 }
+
+/// `serve --config FILE` takes every flag from a TOML file; a flag on the command line wins
+/// over the file, and the environment too.
+#[test]
+fn serve_takes_its_flags_from_a_config_file_below_the_environment_and_the_command_line() {
+    let upstream = Upstream::start(Duration::ZERO);
+    let dir = scratch("serve-cli", "config");
+    let file = "# the proxy for the team\nwindow = \"24k\"\nreserve = 2_000\nstrategy = \"evict\"\n\
+                store = \"file.db\"\nlog-format = \"json\"\nmax_body = 100000000\nupstream = \"http://127.0.0.1:9\"\n";
+    std::fs::write(dir.join("serve.toml"), file).unwrap();
+    // `serve` gives --listen and --upstream on the command line: they win over the file's.
+    let mut served = serve(&dir, &format!("http://{}", upstream.addr), &["--config", "serve.toml"]);
+    let (status, _) = post_body(&served.addr, &long_history(60));
+    assert_eq!(status, "HTTP/1.1 200 OK", "the command line's upstream was used");
+    assert_eq!(served.stop("-TERM"), 0);
+    let stderr = served.stderr().join("\n");
+    assert!(stderr.contains("keeping conversations in the store file.db"), "{stderr}");
+    let line = stderr.lines().find(|line| line.contains("\"action\"")).expect("a JSON log line");
+    let line: serde_json::Value = serde_json::from_str(line).expect("JSON, as the file says");
+    assert_eq!(line["action"], "compacted", "the file's 24k window: {line}");
+
+    let mut served =
+        serve(&dir, &format!("http://{}", upstream.addr), &["--config", "serve.toml", "--store", "flag.db"]);
+    assert_eq!(served.stop("-TERM"), 0);
+    assert!(served.stderr().join("\n").contains("in the store flag.db"), "the flag wins");
+
+    // The environment's token wins over the file's: a weak one is refused, naming its length.
+    let remote = "listen = \"0.0.0.0:0\"\nallow-remote = true\nauth-token = \"a-file-token-long-enough-0123\"\nno-store = true\n";
+    std::fs::write(dir.join("remote.toml"), remote).unwrap();
+    let in_dir = |env: &[(&str, &str)]| {
+        crate::common::contextfold_env(Some(&dir), &["serve", "--config", "remote.toml"], b"", env)
+    };
+    let refused = in_dir(&[("CONTEXTFOLD_AUTH_TOKEN", "tiny")]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains('4') && refused.stderr.contains("16"), "the 4-character token: {}", refused.stderr);
+}
+
+/// A config file's mistakes are refused before anything starts, each naming the file, the
+/// line and column, and what was expected.
+#[test]
+fn a_bad_config_file_is_refused_naming_where() {
+    let dir = scratch("serve-cli", "config-errors");
+    let cases: [(&str, &[&str]); 7] = [
+        ("listen = \"127.0.0.1:0\"\nwindw = \"24k\"\n", &["bad.toml:2:1", "unknown key `windw`", "window"]),
+        ("target = 7\n", &["bad.toml:1:10", "`target`", "between 0 and 1"]),
+        ("window = \"lots\"\n", &["bad.toml:1:10", "`window`"]),
+        ("allow-remote = \"yes\"\n", &["bad.toml:1:16", "switch", "true"]),
+        ("listen = [1, 2]\n", &["bad.toml:1:10", "one value", "array"]),
+        ("listen = \n", &["bad.toml:1:10", "not TOML"]),
+        ("[server]\nlisten = \"127.0.0.1:0\"\n", &["bad.toml:1:", "`server`"]),
+    ];
+    for (text, needles) in cases {
+        std::fs::write(dir.join("bad.toml"), text).unwrap();
+        let run = crate::common::contextfold_in(Some(&dir), &["serve", "--config", "bad.toml"], b"");
+        assert_eq!(run.code, 2, "{text}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "nothing started: {}", run.stdout);
+        assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
+        for needle in needles {
+            assert!(run.stderr.contains(needle), "{text}: {needle:?} not in {}", run.stderr);
+        }
+    }
+    let missing = crate::common::contextfold_in(Some(&dir), &["serve", "--config", "nowhere.toml"], b"");
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("nowhere.toml"), "{}", missing.stderr);
+}
