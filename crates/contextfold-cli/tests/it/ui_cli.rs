@@ -115,4 +115,8 @@ fn ui_stops_on_sigterm_and_refuses_what_it_cannot_serve() {
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("nothing.db"), "{}", missing.stderr);
     assert!(!dir.join("nothing.db").exists(), "no store is created");
+    let help = contextfold_in(Some(&dir), &["ui", "--help"], b"");
+    for flag in ["--store <PATH|URL>", "--listen <ADDR>", "127.0.0.1:8788", "loopback"] {
+        assert!(help.stdout.contains(flag), "ui --help lacks {flag}:\n{}", help.stdout);
+    }
 }
