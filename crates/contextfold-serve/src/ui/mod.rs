@@ -150,15 +150,15 @@ impl Dashboard {
         }
     }
 
-    /// Whether the headers may see the dashboard: a loopback `Host` unless any is accepted,
-    /// and the token (header or cookie) when one is set.
+    /// Whether the headers may see the dashboard: the token (header or cookie) when one is
+    /// set; else a loopback `Host`, unless any is accepted (a page elsewhere cannot know the
+    /// token, so only a dashboard without one needs the name checked).
     fn admit(&self, headers: &HeaderMap) -> Result<(), Refused> {
-        if !self.any_host && !loopback_host(headers) {
-            return Err(Refused::Host);
-        }
         match &self.token {
             Some(token) if !has_token(headers, token) && !has_cookie(headers, token) => Err(Refused::Token),
-            _ => Ok(()),
+            Some(_) => Ok(()),
+            None if !self.any_host && !loopback_host(headers) => Err(Refused::Host),
+            None => Ok(()),
         }
     }
 

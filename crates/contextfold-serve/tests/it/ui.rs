@@ -254,6 +254,10 @@ async fn with_a_token_the_dashboard_needs_it_by_header_or_the_cookie_the_query_s
     assert_eq!(get(base, "/ui", &[("cookie", &pair)]).await.0, 200);
     let wrong = format!("{}=not-the-token", pair.split('=').next().unwrap());
     assert_eq!(get(base, "/ui/api/sessions", &[("cookie", &wrong)]).await.0, 401);
+    // Behind a token any name may be used (a proxy reached through another host's name).
+    let named = [("host", "proxy.internal.example"), ("x-contextfold-token", TOKEN)];
+    assert_eq!(get(base, "/ui/api/sessions", &named).await.0, 200);
+    assert_eq!(get(base, "/ui/api/sessions", &named[..1]).await.0, 401);
     assert!(mock.requests().is_empty(), "nothing went upstream");
 }
 
