@@ -188,7 +188,10 @@ function chart(detail) {
       ? `call ${p.x}: ${number(p.sent)} tokens sent, ${number(p.received)} received` + (p.call.action ? ` (${p.call.action})` : "") + (p.call.note ? `\n${p.call.note}` : "")
       : `compaction ${p.x}: ${number(p.received)} tokens before, ${number(p.sent)} after`;
     root.append(svg("circle", { class: "received-point", cx: x(p.x), cy: y(p.received), r: 2.5 }));
-    root.append(svg("circle", { class: "point" + (p.compacted ? " compacted" : ""), "data-index": i + 1, cx: x(p.x), cy: y(p.sent), r: p.compacted ? 5 : 3.5 }, what));
+    const failed = fromCalls && p.call.status >= 400;
+    const kind = "point" + (p.compacted ? " compacted" : "") + (failed ? " failed" : "");
+    root.append(svg("circle", { class: kind, "data-index": i + 1, cx: x(p.x), cy: y(p.sent), r: p.compacted ? 5 : 3.5 },
+      what + (failed ? ` · status ${p.call.status}` : "")));
     if (p.compacted && !fromCalls) {
       root.append(svg("line", { class: "compaction-mark", x1: x(p.x), x2: x(p.x), y1: y(p.received), y2: y(p.sent) }, what));
     }
