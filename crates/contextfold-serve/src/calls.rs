@@ -29,6 +29,8 @@ pub struct Call<'a> {
     pub status: u16,
     /// Estimated tokens received from the client and sent upstream.
     pub tokens: Option<(u64, u64)>,
+    /// Estimated tokens of the system prompt and tools, which stay cached through a compaction.
+    pub preamble: u64,
     /// Whether it only counted tokens (`count_tokens` is no model call).
     pub counts_tokens: bool,
 }
@@ -50,6 +52,7 @@ impl<'a> Call<'a> {
             action: log.action,
             status: log.status,
             tokens: log.tokens_in.zip(log.tokens_out),
+            preamble: log.preamble.unwrap_or(0),
             counts_tokens: log.path.ends_with("/count_tokens"),
         }
     }
@@ -63,6 +66,7 @@ impl<'a> Call<'a> {
             action: Action::parse(record.get("action")?.as_str()?)?,
             status: u16::try_from(number("status")?).ok()?,
             tokens: number("tokens_received").zip(number("tokens_sent")),
+            preamble: number("preamble_tokens").unwrap_or(0),
             counts_tokens: false,
         })
     }
@@ -119,12 +123,19 @@ impl Recorder {
             "status": log.status,
             "tokens_received": log.tokens_in,
             "tokens_sent": log.tokens_out,
+            "preamble_tokens": log.preamble,
             "window": self.window,
             "added_ms": added_ms,
             "first_byte_ms": first_byte_ms,
             "total_ms": total_ms,
             "cost_without": counted.and_then(|added| added.cost).map(|(without, _)| without),
             "cost_with": counted.and_then(|added| added.cost).map(|(_, with)| with),
+            "usage": log.reported.map(|reported| json!({
+                "input": reported.input,
+                "cache_read": reported.cache_read,
+                "cache_write": reported.cache_write,
+                "output": reported.output,
+            })),
         });
         let Recorder { store, session, background, .. } = self;
         background.spawn(async move {

@@ -273,6 +273,11 @@ impl ConversationState {
         self.window
     }
 
+    /// The tokens of its system prompt and tools.
+    pub fn fixed_tokens(&self) -> u64 {
+        self.fixed_tokens
+    }
+
     /// What tells it from the conversation's other branches.
     pub fn id(&self) -> u64 {
         self.id

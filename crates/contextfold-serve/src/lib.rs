@@ -62,6 +62,8 @@ pub mod savings;
 mod secrets;
 mod server;
 mod session;
+#[cfg(target_os = "linux")]
+mod shm_fault;
 mod split;
 mod state;
 mod store;

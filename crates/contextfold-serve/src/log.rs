@@ -6,6 +6,7 @@ use crate::calls::{Call, Recorder};
 use crate::config::LogFormat;
 use crate::metrics::Line;
 use crate::route::Api;
+use crate::usage::Reported;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,8 @@ pub struct RequestLog {
     pub tokens_in: Option<u64>,
     /// Estimated tokens of what was sent.
     pub tokens_out: Option<u64>,
+    /// Estimated tokens of the system prompt and tools (a conversation's).
+    pub preamble: Option<u64>,
     /// What was done.
     pub action: Action,
     /// The compaction's strategy, or why nothing was compacted.
@@ -94,6 +97,8 @@ pub struct RequestLog {
     pub tally: Option<Arc<crate::Stats>>,
     /// Where the call is recorded when the line is written (a conversation with a store).
     pub recorder: Option<Recorder>,
+    /// The tokens the upstream reported, when its answer was read for them.
+    pub reported: Option<Reported>,
     first_byte: Option<Duration>,
     /// When the request was handed to the upstream: what the proxy added before it.
     forwarded: Option<Duration>,
@@ -144,12 +149,14 @@ impl RequestLog {
             stream: false,
             tokens_in: None,
             tokens_out: None,
+            preamble: None,
             action: Action::Forwarded,
             note: None,
             status: 0,
             model: None,
             tally: None,
             recorder: None,
+            reported: None,
             first_byte: None,
             forwarded: None,
             bytes: 0,
@@ -200,6 +207,7 @@ impl RequestLog {
                 stream = self.stream,
                 tokens_in = self.tokens_in,
                 tokens_out = self.tokens_out,
+                preamble_tokens = self.preamble,
                 action = self.action.name(),
                 compacted = self.action == Action::Compacted,
                 note = self.note.as_deref().map(shown),
@@ -226,6 +234,7 @@ impl RequestLog {
                 status: self.status,
                 added: self.forwarded,
                 first_byte: self.first_byte,
+                reported: self.reported,
             });
         }
     }
@@ -240,6 +249,9 @@ impl RequestLog {
         }
         if let Some(model) = &self.model {
             line += &format!(" model={}", shown(model));
+        }
+        if let Some(preamble) = self.preamble {
+            line += &format!(" preamble={preamble}");
         }
         if self.stream {
             line += " stream";
@@ -300,6 +312,7 @@ mod tests {
         let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
         log.session = Some("cc-1".into());
         log.conversation = Some("9f3e12ab".into());
+        log.preamble = Some(18_000);
         log.stream = true;
         log.tokens_in = Some(152_104);
         log.tokens_out = Some(48_210);
@@ -309,7 +322,7 @@ mod tests {
         let line = log.text_line("complete", 812.0, Some(310.5));
         assert_eq!(
             line,
-            "POST /v1/messages session=cc-1 conversation=9f3e12ab stream tokens 152104 → 48210 compacted \
+            "POST /v1/messages session=cc-1 conversation=9f3e12ab preamble=18000 stream tokens 152104 → 48210 compacted \
              (evict+summarize) status 200 in 812 ms (first byte 310.5 ms)"
         );
         assert!(log.text_line("client closed", 1.0, None).ends_with("status 200 in 1 ms, client closed"));

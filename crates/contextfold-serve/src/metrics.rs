@@ -9,6 +9,7 @@
 use crate::log::Action;
 use crate::route::Api;
 use crate::savings::Added;
+use crate::usage::Reported;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -54,6 +55,14 @@ pub struct Line {
     pub added: Option<Duration>,
     /// From the request's arrival to the first byte relayed to the client, when one was.
     pub first_byte: Option<Duration>,
+    /// The tokens the upstream reported, when its answer was read for them.
+    pub reported: Option<Reported>,
+}
+
+/// The label of `contextfold_upstream_tokens_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    kind: &'static str,
 }
 
 /// The metrics of one proxy.
@@ -65,6 +74,7 @@ pub struct Metrics {
     tokens_received: Counter,
     tokens_sent: Counter,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    upstream_tokens: Family<TokenLabels, Counter>,
     added_latency: Histogram,
     first_byte: Histogram,
     store_errors: Counter,
@@ -80,6 +90,7 @@ impl Default for Metrics {
             tokens_received: Counter::default(),
             tokens_sent: Counter::default(),
             cost: Family::default(),
+            upstream_tokens: Family::default(),
             added_latency: Histogram::new(LATENCY_BUCKETS),
             first_byte: Histogram::new(LATENCY_BUCKETS),
             store_errors: Counter::default(),
@@ -120,6 +131,11 @@ impl Metrics {
             self.cost.clone(),
         );
         registry.register(
+            "contextfold_upstream_tokens",
+            "Tokens the upstream reported for the answers the proxy read (conversation calls): kind=input (read fresh), cache_read, cache_write, output",
+            self.upstream_tokens.clone(),
+        );
+        registry.register(
             "contextfold_added_latency_seconds",
             "Time from a request's arrival to its forwarding upstream: reading its body and preparing it, compaction included",
             self.added_latency.clone(),
@@ -155,6 +171,17 @@ impl Metrics {
         if let Some(first_byte) = line.first_byte {
             self.first_byte.observe(first_byte.as_secs_f64());
         }
+        if let Some(reported) = line.reported {
+            let kinds = [
+                ("input", reported.input),
+                ("cache_read", reported.cache_read),
+                ("cache_write", reported.cache_write),
+                ("output", reported.output),
+            ];
+            for (kind, tokens) in kinds {
+                self.upstream_tokens.get_or_create(&TokenLabels { kind }).inc_by(tokens);
+            }
+        }
     }
 
     /// Adds what the savings tally added for one call.
@@ -189,8 +216,11 @@ mod tests {
     #[test]
     fn every_metric_is_named_with_its_help() {
         let metrics = Metrics::default();
-        let line = |action, status, added| Line { api: Api::OpenAi, action, status, added, first_byte: None };
+        let line =
+            |action, status, added| Line { api: Api::OpenAi, action, status, added, first_byte: None, reported: None };
         metrics.observe(&line(Action::Compacted, 200, Some(Duration::from_millis(3))));
+        let reported = Some(Reported { input: 5, cache_read: 1_000, cache_write: 20, output: 9 });
+        metrics.observe(&Line { reported, ..line(Action::Unchanged, 200, None) });
         metrics.observe(&line(Action::Refused, 401, None));
         metrics.add(&Added { tokens_received: 10, tokens_sent: 4, cost: Some((0.5, 0.25)) });
         metrics.store_errors().inc();
@@ -201,6 +231,7 @@ mod tests {
             "contextfold_tokens_received_total",
             "contextfold_tokens_sent_total",
             "contextfold_estimated_input_cost_dollars_total",
+            "contextfold_upstream_tokens_total",
             "contextfold_added_latency_seconds",
             "contextfold_first_byte_seconds",
             "contextfold_store_errors_total",
@@ -217,6 +248,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("contextfold_added_latency_seconds_count 1"), "{text}");
+        assert!(text.contains("contextfold_upstream_tokens_total{kind=\"cache_read\"} 1000"), "{text}");
+        assert!(text.contains("contextfold_upstream_tokens_total{kind=\"output\"} 9"), "{text}");
         assert!(text.contains("contextfold_conversations_held 7"), "{text}");
         assert!(text.contains("contextfold_store_errors_total 1"), "{text}");
     }

@@ -82,6 +82,7 @@ pub async fn compact(
         let mut branches = slot.lock().await;
         let branches = branches.get_or_insert_with(Branches::default);
         let (outcome, call) = compaction::prepare(branches, place, &request).await;
+        log.preamble = branches.get_mut(call.branch).map(|state| state.fixed_tokens());
         if let (Some(store), Some(state)) = (&app.store, branches.get_mut(call.branch)) {
             log.recorder = state.session().map(|session| Recorder {
                 store: store.clone(),

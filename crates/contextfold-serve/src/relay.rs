@@ -67,12 +67,14 @@ struct Relay {
 
 impl Relay {
     fn end(&mut self, how: &str) {
-        if let Some(mut usage) = self.usage.take() {
+        let reported = self.usage.take().and_then(|mut usage| {
             if how == "complete" {
                 usage.finish();
             }
-        }
-        if let Some(log) = self.log.take() {
+            usage.reported()
+        });
+        if let Some(mut log) = self.log.take() {
+            log.reported = reported;
             log.emit(how);
         }
     }

@@ -7,8 +7,7 @@
 //! tokens only. Each conversation's request reads from the cache what it shares with the one
 //! before: the client's requests grow by appending, so a request received shares all of the
 //! previous one; what contextfold sends shares the previous one too, except after a
-//! compaction, which is counted as written whole (its system prompt and tools were in fact
-//! read from the cache, so the cost with contextfold is, if anything, overstated).
+//! compaction, which shares only the system prompt and tools in front of the messages.
 
 use crate::calls::Call;
 use crate::log::Action;
@@ -115,7 +114,9 @@ impl Savings {
             let read_received = previous.map_or(0, |(received_before, _)| received_before.min(received));
             let read_sent = match previous {
                 Some((_, sent_before)) if !compacted => sent_before.min(sent),
-                _ => 0,
+                // A compaction leaves the system prompt and tools in front, still cached.
+                Some((_, sent_before)) => call.preamble.min(sent_before).min(sent),
+                None => 0,
             };
             let without = price.input_cost(read_received, received - read_received, true);
             (without, price.input_cost(read_sent, sent - read_sent, true))
@@ -158,6 +159,7 @@ mod tests {
         log.conversation = Some(conversation.into());
         log.model = Some(model.into());
         (log.tokens_in, log.tokens_out) = (Some(tokens.0), Some(tokens.1));
+        log.preamble = Some(20_000);
         log.action = action;
         log.status = 200;
         log
@@ -184,7 +186,7 @@ mod tests {
             + price.input_cost(100_000, 50_000, true)
             + price.input_cost(150_000, 10_000, true);
         let with = price.input_cost(0, 100_000, true)
-            + price.input_cost(0, 40_000, true)
+            + price.input_cost(20_000, 20_000, true)
             + price.input_cost(40_000, 10_000, true);
         assert!((totals.cost_without - without).abs() < 1e-12 && (totals.cost_with - with).abs() < 1e-12);
         assert_eq!(totals.families, ["sonnet"]);

@@ -98,6 +98,10 @@ impl ProxyStore {
     /// Opens (creating when missing) the store at `location`, on a blocking thread; its
     /// failures are added to `errors`.
     pub async fn open(location: StoreLocation, errors: Counter) -> Result<ProxyStore, OpenError> {
+        #[cfg(target_os = "linux")]
+        if matches!(location, StoreLocation::File(_)) {
+            crate::shm_fault::install();
+        }
         let opening = location.clone();
         let opened = off_runtime(move || opening.open_conversations()).await;
         match opened {
@@ -178,6 +182,13 @@ impl ProxyStore {
 
     /// `result`, its failure logged (at most once a minute while the store fails).
     fn noted<T>(&self, doing: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        #[cfg(target_os = "linux")]
+        if crate::shm_fault::take_recovered() > 0 {
+            tracing::warn!(
+                "contextfold serve: the store's shared-memory file was truncated by another program and was grown back ({})",
+                self.location
+            );
+        }
         match &result {
             Ok(_) => self.health.worked(),
             Err(err) => self.health.failed(doing, &named(&self.location, err)),

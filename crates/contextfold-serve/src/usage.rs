@@ -38,13 +38,40 @@ pub struct Observer {
 /// The longest stream line (or whole answer) read for its usage.
 const LINE_LIMIT: usize = 4 * 1024 * 1024;
 
-/// Reads one response for its input token count.
+/// The tokens the upstream reported for one answer: input it read fresh, from the prompt
+/// cache and into it, and output. OpenAI's cached tokens are part of its input count; they are
+/// counted here as read from the cache and not as fresh input, as Anthropic states them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reported {
+    /// Input tokens neither read from nor written to the cache.
+    pub input: u64,
+    /// Input tokens read from the cache.
+    pub cache_read: u64,
+    /// Input tokens written to the cache.
+    pub cache_write: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+impl Reported {
+    /// Every input token, cached or not: what the calibration compares with its estimate.
+    pub fn input_total(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}
+
+/// Reads one response for the tokens the upstream reports.
 pub struct UsageProbe {
     dialect: Dialect,
     stream: bool,
     /// A stream's incomplete last line, or a whole answer so far.
     buffer: Vec<u8>,
+    /// Given the input count as soon as it is known.
     on_usage: Option<OnUsage>,
+    /// What was reported so far: the input once known, the output as it grows.
+    reported: Option<Reported>,
+    /// Whether the probe stopped reading (a line too long, or the body ended).
+    done: bool,
 }
 
 impl UsageProbe {
@@ -57,12 +84,19 @@ impl UsageProbe {
             stream,
             buffer: Vec::new(),
             on_usage: Some(observer.report),
+            reported: None,
+            done: false,
         })
+    }
+
+    /// What the upstream reported, when it did.
+    pub fn reported(&self) -> Option<Reported> {
+        self.reported
     }
 
     /// Reads the next chunk of the body.
     pub fn feed(&mut self, mut chunk: &[u8]) {
-        if self.on_usage.is_none() {
+        if self.done {
             return;
         }
         if !self.stream {
@@ -72,11 +106,11 @@ impl UsageProbe {
         while let Some(end) = chunk.iter().position(|&byte| byte == b'\n') {
             self.append(&chunk[..end]);
             let line = std::mem::take(&mut self.buffer);
-            if let Some(tokens) = self.event_usage(&line) {
-                self.report(tokens);
-                return;
+            if let Some(usage) = event_usage(&line) {
+                self.dialect.event(&usage, self.reported.get_or_insert_with(Reported::default));
+                self.report_input();
             }
-            if self.on_usage.is_none() {
+            if self.done {
                 return;
             }
             chunk = &chunk[end + 1..];
@@ -86,10 +120,12 @@ impl UsageProbe {
 
     /// The body ended whole.
     pub fn finish(&mut self) {
-        if !self.stream {
+        if !self.stream && !self.done {
             let value = serde_json::from_slice::<Value>(&self.buffer).ok();
-            if let Some(tokens) = value.as_ref().and_then(|value| self.dialect.whole(value)) {
-                self.report(tokens);
+            if let Some(usage) = value.as_ref().and_then(|answer| answer.get("usage")).filter(|usage| usage.is_object())
+            {
+                self.dialect.usage(usage, self.reported.get_or_insert_with(Reported::default));
+                self.report_input();
             }
         }
         self.give_up();
@@ -103,63 +139,77 @@ impl UsageProbe {
         }
     }
 
-    /// The count in one line of a stream, when it states it.
-    fn event_usage(&self, line: &[u8]) -> Option<u64> {
-        let data = line.strip_prefix(b"data:")?;
-        // Most events are deltas; only parse the ones that may hold a count.
-        if !data.windows(7).any(|window| window == b"\"usage\"") {
-            return None;
-        }
-        let event: Value = serde_json::from_slice(data).ok()?;
-        self.dialect.event(&event)
-    }
-
-    fn report(&mut self, tokens: u64) {
+    /// Gives the input count to the observer, the first time it is known.
+    fn report_input(&mut self) {
+        let Some(reported) = self.reported.filter(|reported| reported.input_total() > 0) else { return };
         if let Some(on_usage) = self.on_usage.take() {
-            on_usage(tokens);
+            on_usage(reported.input_total());
         }
-        self.buffer = Vec::new();
     }
 
     fn give_up(&mut self) {
-        self.on_usage = None;
+        self.done = true;
         self.buffer = Vec::new();
     }
 }
 
-impl Dialect {
-    /// The count in a stream event.
-    fn event(self, event: &Value) -> Option<u64> {
-        match self {
-            Dialect::Anthropic => {
-                (event["type"] == "message_start").then(|| anthropic_tokens(&event["message"]["usage"])).flatten()
-            }
-            Dialect::Chat => event.get("usage")?.get("prompt_tokens")?.as_u64(),
-            Dialect::Responses => (event["type"] == "response.completed")
-                .then(|| event["response"]["usage"]["input_tokens"].as_u64())
-                .flatten(),
-        }
+/// The event of one stream line that may state a count, parsed.
+fn event_usage(line: &[u8]) -> Option<Value> {
+    let data = line.strip_prefix(b"data:")?;
+    // Most events are deltas; only parse the ones that may hold a count.
+    if !data.windows(7).any(|window| window == b"\"usage\"") {
+        return None;
     }
-
-    /// The count in a whole answer.
-    fn whole(self, answer: &Value) -> Option<u64> {
-        let usage = answer.get("usage")?;
-        match self {
-            Dialect::Anthropic => anthropic_tokens(usage),
-            Dialect::Chat => usage.get("prompt_tokens")?.as_u64(),
-            Dialect::Responses => usage.get("input_tokens")?.as_u64(),
-        }
-    }
+    serde_json::from_slice(data).ok()
 }
 
-/// `input_tokens` plus the tokens read from and written to the cache.
-fn anthropic_tokens(usage: &Value) -> Option<u64> {
-    let input = usage.get("input_tokens")?.as_u64()?;
-    let cached = ["cache_creation_input_tokens", "cache_read_input_tokens"]
-        .iter()
-        .filter_map(|key| usage.get(*key).and_then(Value::as_u64))
-        .sum::<u64>();
-    Some(input + cached)
+impl Dialect {
+    /// Adds what a stream `event` states to `reported`.
+    fn event(self, event: &Value, reported: &mut Reported) {
+        let usage = match self {
+            // `message_start` states the input (and the first output count), `message_delta`
+            // the output so far.
+            Dialect::Anthropic if event["type"] == "message_start" => &event["message"]["usage"],
+            Dialect::Anthropic if event["type"] == "message_delta" => &event["usage"],
+            Dialect::Anthropic => return,
+            Dialect::Chat => &event["usage"],
+            Dialect::Responses if event["type"] == "response.completed" => &event["response"]["usage"],
+            Dialect::Responses => return,
+        };
+        if usage.is_object() {
+            self.usage(usage, reported);
+        }
+    }
+
+    /// Adds what a `usage` object states to `reported`; a count it leaves out stays as it was.
+    fn usage(self, usage: &Value, reported: &mut Reported) {
+        let count = |value: &Value| value.as_u64();
+        let set = |slot: &mut u64, value: Option<u64>| {
+            if let Some(value) = value {
+                *slot = value;
+            }
+        };
+        match self {
+            Dialect::Anthropic => {
+                set(&mut reported.input, count(&usage["input_tokens"]));
+                set(&mut reported.cache_read, count(&usage["cache_read_input_tokens"]));
+                set(&mut reported.cache_write, count(&usage["cache_creation_input_tokens"]));
+                set(&mut reported.output, count(&usage["output_tokens"]));
+            }
+            Dialect::Chat | Dialect::Responses => {
+                let (input, details, output) = match self {
+                    Dialect::Chat => ("prompt_tokens", "prompt_tokens_details", "completion_tokens"),
+                    _ => ("input_tokens", "input_tokens_details", "output_tokens"),
+                };
+                let cached = count(&usage[details]["cached_tokens"]).unwrap_or(0);
+                if let Some(input) = count(&usage[input]) {
+                    reported.cache_read = cached.min(input);
+                    reported.input = input - reported.cache_read;
+                }
+                set(&mut reported.output, count(&usage[output]));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -230,6 +280,36 @@ mod tests {
         assert!(seen.lock().unwrap().is_empty(), "read at the end");
         probe.finish();
         assert_eq!(*seen.lock().unwrap(), [1_234]);
+    }
+
+    /// What `stream` (fed in small chunks) or a whole answer reports, split.
+    fn reported(dialect: Dialect, content_type: &str, body: &str) -> Option<Reported> {
+        let (mut probe, _) = probe_of(dialect, content_type);
+        for chunk in body.as_bytes().chunks(3) {
+            probe.feed(chunk);
+        }
+        probe.finish();
+        probe.reported()
+    }
+
+    #[test]
+    fn the_split_of_input_cache_and_output_is_read_to_the_end_of_the_answer() {
+        let anthropic = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\
+                         \"cache_creation_input_tokens\":200,\"cache_read_input_tokens\":3000,\"output_tokens\":1}}}\n\n\
+                         event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage\"}}\n\n\
+                         event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":57}}\n\n";
+        let split = Reported { input: 10, cache_read: 3_000, cache_write: 200, output: 57 };
+        assert_eq!(reported(Dialect::Anthropic, "text/event-stream", anthropic), Some(split));
+        let chat = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":812,\"completion_tokens\":9,\
+                    \"prompt_tokens_details\":{\"cached_tokens\":800}}}\n\ndata: [DONE]\n\n";
+        let split = Reported { input: 12, cache_read: 800, cache_write: 0, output: 9 };
+        assert_eq!(reported(Dialect::Chat, "text/event-stream", chat), Some(split));
+        let responses = r#"{"object":"response","usage":{"input_tokens":4321,"output_tokens":7,"input_tokens_details":{"cached_tokens":4000}}}"#;
+        let split = Reported { input: 321, cache_read: 4_000, cache_write: 0, output: 7 };
+        assert_eq!(reported(Dialect::Responses, "application/json", responses), Some(split));
+        let whole = r#"{"type":"message","usage":{"input_tokens":5,"output_tokens":2}}"#;
+        assert_eq!(reported(Dialect::Anthropic, "application/json", whole).map(|r| (r.input, r.output)), Some((5, 2)));
+        assert_eq!(reported(Dialect::Anthropic, "application/json", "{}"), None);
     }
 
     #[test]

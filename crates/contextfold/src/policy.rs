@@ -28,6 +28,9 @@ pub struct PolicyInput {
     pub calls: usize,
     /// The tokens a compaction would bring the history down to.
     pub target_tokens: u64,
+    /// The tokens of the system prompt and tools: the start of every request, which a
+    /// compaction leaves as it is, so the provider's cache still holds it.
+    pub fixed_tokens: u64,
 }
 
 /// A policy's answer.
@@ -206,7 +209,8 @@ pub enum Horizon {
 ///
 /// Per later call, a compaction from `request` to `target` tokens saves
 /// `(request − target) × 0.1` input-price units of cache reads; once, it costs
-/// `target × (1.25 − 0.1)` for writing the compacted prefix instead of reading it.
+/// `(target − fixed) × (1.25 − 0.1)` for writing the compacted messages instead of reading
+/// them (the system prompt and tools before them stay cached).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostAware {
     /// The calls still expected.
@@ -231,7 +235,7 @@ impl CostAware {
             Horizon::Calls(calls) => calls,
         } as f64;
         let saved = input.request_tokens.saturating_sub(input.target_tokens) as f64 * 0.1 * calls;
-        let rewrite = input.target_tokens as f64 * (1.25 - 0.1);
+        let rewrite = input.target_tokens.saturating_sub(input.fixed_tokens) as f64 * (1.25 - 0.1);
         saved > rewrite
     }
 }
@@ -269,6 +273,7 @@ mod tests {
             consecutive: 0,
             calls: 10,
             target_tokens: 300,
+            fixed_tokens: 0,
         }
     }
 
@@ -326,5 +331,15 @@ mod tests {
         assert_eq!(decide(&policy, PolicyInput { calls: 1, ..input(1_001) }), Decision::Compact, "overflow");
         let fixed = CostAware { horizon: Horizon::Calls(100), floor: 0.0 };
         assert_eq!(decide(&fixed, PolicyInput { calls: 1, ..input(400) }), Decision::Compact);
+    }
+
+    #[test]
+    fn the_system_prompt_and_tools_stay_cached_so_only_the_messages_are_rewritten() {
+        // 900 → 600 saves 30 a call; rewriting all 600 costs 690, the 100 tokens of
+        // messages after a 500-token preamble 115.
+        let policy = CostAware { horizon: Horizon::Calls(10), floor: 0.0 };
+        let input = PolicyInput { target_tokens: 600, ..input(900) };
+        assert!(matches!(decide(&policy, input), Decision::Skip(_)));
+        assert_eq!(decide(&policy, PolicyInput { fixed_tokens: 500, ..input }), Decision::Compact);
     }
 }

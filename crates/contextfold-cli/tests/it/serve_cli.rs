@@ -452,3 +452,47 @@ fn a_bad_config_file_is_refused_naming_where() {
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("nowhere.toml"), "{}", missing.stderr);
 }
+
+/// Another program truncating the store's shared-memory file mid-run, again and again, does
+/// not kill the proxy (SQLite's mapping of it would have died of SIGBUS): it answers every
+/// request, logs what happened, stops cleanly, and leaves a store that reads.
+#[test]
+fn a_store_whose_shared_memory_file_is_truncated_does_not_stop_the_proxy() {
+    let upstream = Upstream::start(Duration::ZERO);
+    let dir = scratch("serve-cli", "shm");
+    let flags = ["--window", "24k", "--reserve", "2k", "--store", "proxy.db"];
+    let mut served = serve(&dir, &format!("http://{}", upstream.addr), &flags);
+    let (status, _) = post_body(&served.addr, &long_history(5));
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    // Truncated every millisecond while the proxy writes, so that some truncations land
+    // inside SQLite's use of the file.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let truncating = {
+        let (stop, shm) = (stop.clone(), dir.join("proxy.db-shm"));
+        std::thread::spawn(move || {
+            let mut times = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&shm) {
+                    times += usize::from(file.set_len(0).is_ok());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            times
+        })
+    };
+    for cycles in (6..60).step_by(3) {
+        let (status, _) = post_body(&served.addr, &long_history(cycles));
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(truncating.join().unwrap() > 10, "the file was truncated again and again");
+    assert_eq!(served.stop("-TERM"), 0, "the proxy stops on its signal, not on SIGBUS");
+    let stderr = served.stderr().join("\n");
+    assert!(stderr.contains("shared-memory file was truncated"), "{stderr}");
+    let sessions = crate::common::contextfold_in(Some(&dir), &["sessions", "--json", "--store", "proxy.db"], b"");
+    assert_eq!(sessions.code, 0, "{}", sessions.stderr);
+    // Each request is a new branch with a session of its own; a write that met a truncated
+    // index may have failed (the proxy went on from memory, and said so), but the store reads.
+    let stored = sessions.stdout.lines().count();
+    assert!((1..=19).contains(&stored), "{}", sessions.stdout);
+}

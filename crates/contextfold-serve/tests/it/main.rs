@@ -3,6 +3,7 @@
 
 mod cache;
 mod claude_code;
+mod claude_code_long;
 mod clients;
 mod common;
 mod connections;

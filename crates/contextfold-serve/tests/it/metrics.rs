@@ -49,24 +49,27 @@ fn total(samples: &BTreeMap<String, f64>, prefix: &str) -> f64 {
 #[derive(Debug)]
 struct Logged {
     action: String,
+    preamble: u64,
     tokens: Option<(u64, u64)>,
     status: u16,
     model: Option<String>,
 }
 
 /// The text log lines of session `session`, read word by word: `METHOD PATH key=value…
-/// [stream] [tokens A → B] ACTION [(note)] status N in …`.
+/// [preamble=N] [stream] [tokens A → B] ACTION [(note)] status N in …`.
 fn logged(session: &str) -> Vec<Logged> {
     let marker = format!(" session={session} ");
     let mut lines = Vec::new();
     for line in logs().lines().filter(|line| line.contains(&marker)) {
         let text = &line[line.find("contextfold_serve: ").expect("a proxy line") + "contextfold_serve: ".len()..];
         let mut words = text.split(' ').skip(2);
-        let (mut model, mut tokens) = (None, None);
+        let (mut model, mut tokens, mut preamble) = (None, None, 0);
         let action = loop {
             let word = words.next().expect("an action");
             if let Some(name) = word.strip_prefix("model=") {
                 model = Some(name.to_string());
+            } else if let Some(tokens) = word.strip_prefix("preamble=") {
+                preamble = tokens.parse().expect("a count");
             } else if word == "tokens" {
                 let before: u64 = words.next().unwrap().parse().unwrap();
                 assert_eq!(words.next(), Some("→"), "{line}");
@@ -76,7 +79,7 @@ fn logged(session: &str) -> Vec<Logged> {
             }
         };
         let status = text.rsplit_once(" status ").expect("a status").1.split(' ').next().unwrap().parse().unwrap();
-        lines.push(Logged { action, tokens, status, model });
+        lines.push(Logged { action, preamble, tokens, status, model });
     }
     lines
 }
@@ -162,7 +165,9 @@ async fn the_metrics_say_what_the_log_lines_and_the_totals_say() {
         let read_in = previous.map_or(0, |(before, _)| before.min(tokens_in));
         let read_out = match previous {
             Some((_, before)) if line.action != "compacted" => before.min(tokens_out),
-            _ => 0,
+            // The system prompt and tools in front of the compacted messages stay cached.
+            Some((_, before)) => line.preamble.min(before).min(tokens_out),
+            None => 0,
         };
         let cost = |read: u64, write: u64| (read as f64 * 0.1 + write as f64 * 1.25) * price.input / 1e6;
         without += cost(read_in, tokens_in - read_in);
@@ -183,6 +188,16 @@ async fn the_metrics_say_what_the_log_lines_and_the_totals_say() {
     assert_eq!((totals.tokens_received, totals.tokens_sent), (received, sent));
     assert_eq!((totals.cost_without, totals.cost_with), (cost_without, cost_with), "the metrics are the totals");
     assert_eq!(totals.families, [family]);
+
+    // The upstream's own counts, read from each answer of the conversation's calls (the one
+    // forwarded untouched, the fourth, is not read): a token per three bytes in, 42 out.
+    let bodies: Vec<usize> = mock.messages_requests().iter().map(|request| request.body.len()).collect();
+    assert_eq!(bodies.len(), 28);
+    let input: usize = bodies.iter().enumerate().filter(|(step, _)| *step != 3).map(|(_, len)| len / 3).sum();
+    let kind = |kind: &str| metrics[&format!("contextfold_upstream_tokens_total{{kind=\"{kind}\"}}")];
+    assert_eq!(kind("input"), input as f64, "{metrics:?}");
+    assert_eq!(kind("output"), 42.0 * 27.0);
+    assert_eq!((kind("cache_read"), kind("cache_write")), (0.0, 0.0));
 
     // Latency: every request that went upstream, every answer relayed; the refused one is in
     // neither.

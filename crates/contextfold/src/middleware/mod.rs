@@ -368,7 +368,8 @@ impl CompactionMiddleware {
             tokens_since: state.ledger.total().saturating_sub(state.tokens_at_compaction),
             consecutive: state.consecutive,
             calls: state.calls,
-            target_tokens: self.config.compact.target.tokens(estimate),
+            fixed_tokens: self.fixed_tokens,
+            target_tokens: self.config.compact.target.tokens_after(estimate, self.fixed_tokens),
         };
         let overflow = input.request_tokens > input.usable_window;
         // Why not to compact, and whether an overflow overrides it.

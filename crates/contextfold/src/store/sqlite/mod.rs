@@ -13,6 +13,7 @@
 
 mod file;
 mod schema;
+mod shm;
 
 use super::{
     aligned_prefix, check_payload_sessions, decode_json, encode_json, log_gap, message_from_stored, message_hash,
@@ -35,6 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 pub struct SqliteStore {
     path: PathBuf,
     connection: Mutex<Connection>,
+    shm: shm::ShmGuard,
 }
 
 impl SqliteStore {
@@ -77,7 +79,7 @@ impl SqliteStore {
         if version < SCHEMA_VERSION {
             return Err(StoreError::OlderSchema { path, found: version, known: SCHEMA_VERSION });
         }
-        Ok(SqliteStore { path, connection: Mutex::new(connection) })
+        Ok(SqliteStore { shm: shm::ShmGuard::new(&path), path, connection: Mutex::new(connection) })
     }
 
     /// Connects, checks that the file is ours before changing anything in it, and migrates.
@@ -94,7 +96,7 @@ impl SqliteStore {
         retry_busy(|| connection.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))).map_err(sql)?;
         connection.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(sql)?;
         migrate(&connection, &path)?;
-        Ok(SqliteStore { path, connection: Mutex::new(connection) })
+        Ok(SqliteStore { shm: shm::ShmGuard::new(&path), path, connection: Mutex::new(connection) })
     }
 
     /// The file of the store.
@@ -103,7 +105,9 @@ impl SqliteStore {
     }
 
     pub(in crate::store) fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        let connection = self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.shm.check();
+        connection
     }
 
     pub(in crate::store) fn sql(&self, source: rusqlite::Error) -> StoreError {

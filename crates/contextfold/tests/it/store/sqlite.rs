@@ -190,3 +190,32 @@ fn file_is_private() {
     assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A store whose shared-memory file another program truncates goes on working: the file is
+/// grown back before the connection touches it, where SQLite would have died of SIGBUS (the
+/// test process with it).
+#[test]
+fn a_truncated_shared_memory_file_does_not_kill_the_process() {
+    use contextfold::core::{Message, Role};
+    let dir = temp_dir("shm");
+    let path = dir.join("store.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let session = store.create_session("shm").expect("create");
+    let messages: Vec<Message> =
+        (0..200).map(|i| Message::text(Role::User, format!("line {i} {}", "x".repeat(500)))).collect();
+    store.append_messages(&session, &messages[..100]).expect("append");
+    let shm = dir.join("store.db-shm");
+    let size = std::fs::metadata(&shm).expect("a WAL store has its shared-memory file").len();
+    assert!(size > 0);
+    for _ in 0..3 {
+        std::fs::OpenOptions::new().write(true).open(&shm).expect("open").set_len(0).expect("truncate");
+        assert_eq!(store.export(&session).expect("read after the truncation").len(), 100);
+    }
+    store.append_messages(&session, &messages).expect("write after the truncation");
+    assert_eq!(store.export(&session).expect("export"), messages);
+    assert_eq!(std::fs::metadata(&shm).expect("shm").len(), size, "grown back");
+    drop(store);
+    let reopened = SqliteStore::open_existing(&path).expect("reopen");
+    assert_eq!(reopened.export(&session).expect("export"), messages, "nothing lost");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,0 +1,172 @@
+//! What the proxy costs a call of a long session: a client whose history is 1, 5 and 20 MB
+//! (a day's work; the proxy compacts it into the model's window) sends its next calls, each
+//! about 10 KB longer than the one before, directly and through the proxy, interleaved. For
+//! each size: the time to the whole answer (p50, p99, and of the paired difference) and the
+//! CPU time per call, direct and through the proxy (all threads of this process: client,
+//! proxy and upstream share it, so the difference is the proxy's).
+//!
+//! Run: `cargo bench -p contextfold-serve --bench large_bodies` (about a minute). Everything
+//! runs in this process on 127.0.0.1. The bodies are written before the clock runs.
+
+use bytes::Bytes;
+use contextfold::compactor::Compactor;
+use contextfold_core::tokens::Tokenizer;
+use contextfold_serve::{Proxy, ServeConfig};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Next calls measured at each size, after two unmeasured ones.
+const CALLS: usize = 24;
+
+fn main() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let upstream = upstream().await;
+        let proxy = proxy(&upstream).await;
+        println!(
+            "contextfold serve, large bodies ({} cores)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+        for (id, megabytes) in [1, 5, 20].into_iter().enumerate() {
+            measure(&upstream, &proxy, id, megabytes).await;
+        }
+    });
+}
+
+/// An upstream that reads the whole body and answers a small message at once, its sockets
+/// without Nagle's delay.
+async fn upstream() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let router = axum::Router::new().fallback(|request: axum::extract::Request| async move {
+        use http_body_util::BodyExt;
+        let _ = request.into_body().collect().await;
+        let body = json!({"id": "msg_l", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 1}});
+        let mut response = axum::response::Response::new(axum::body::Body::from(body.to_string()));
+        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+        response
+    });
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    url
+}
+
+/// A proxy in front of `upstream` with the command line's defaults (the model's window).
+async fn proxy(upstream: &str) -> String {
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: upstream.to_string(),
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
+        ..ServeConfig::default()
+    };
+    let proxy = Proxy::bind(config).await.expect("the proxy binds");
+    let url = format!("http://{}", proxy.local_addr());
+    tokio::spawn(proxy.run(std::future::pending()));
+    url
+}
+
+/// Step `step` of conversation `id`: a shell call and its output of about 10 KB.
+fn step(id: usize, step: usize) -> [Value; 2] {
+    let call = format!("toolu_{id}_{step}");
+    let output: String = (0..160)
+        .map(|line| {
+            format!("{line:>4} conversation {id} step {step}: fn item_{line}(input: &str) -> Ast {{ parse(input) }}\n")
+        })
+        .collect();
+    [
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Step {step}: next I run the tests of module {step}.")},
+            {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": format!("cargo test -p m{step}")}}]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": output}]}),
+    ]
+}
+
+/// The request body of `messages`.
+fn body(messages: &[Value]) -> Bytes {
+    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 4096,
+        "system": [{"type": "text", "text": "You are a careful coding agent.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}],
+        "messages": messages});
+    Bytes::from(body.to_string())
+}
+
+async fn send(client: &reqwest::Client, base: &str, id: usize, body: Bytes) -> Duration {
+    let started = Instant::now();
+    let response = client
+        .post(format!("{base}/v1/messages"))
+        .header("x-api-key", "sk-ant-bench-0123456789")
+        .header("x-contextfold-session", format!("large-{id}"))
+        .body(body)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 200);
+    response.bytes().await.expect("the body");
+    started.elapsed()
+}
+
+/// Next calls of a conversation of `megabytes`, direct and through the proxy.
+async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
+    let client = reqwest::Client::builder().no_proxy().tcp_nodelay(true).build().expect("a client");
+    let mut messages = vec![json!({"role": "user", "content": format!("[conversation {id}] port the parser")})];
+    let mut steps = 0;
+    while body(&messages).len() < megabytes * 1_000_000 {
+        messages.extend(step(id, steps));
+        steps += 1;
+    }
+    let ms = |duration: Duration| duration.as_secs_f64() * 1e3;
+    let (mut direct, mut proxied, mut cpu) = (Vec::new(), Vec::new(), [Duration::ZERO; 2]);
+    for call in 0..CALLS + 2 {
+        messages.extend(step(id, steps));
+        steps += 1;
+        let body = body(&messages);
+        let measured = call >= 2;
+        // Alternate which goes first, so neither is always second on a warm connection.
+        let order = if call % 2 == 0 { [upstream, proxy] } else { [proxy, upstream] };
+        for base in order {
+            let before = cpu_time();
+            let took = send(&client, base, id, body.clone()).await;
+            if measured {
+                let which = usize::from(base == proxy);
+                cpu[which] += cpu_time() - before;
+                if which == 1 { &mut proxied } else { &mut direct }.push(ms(took));
+            }
+        }
+    }
+    let mut added: Vec<f64> = proxied.iter().zip(&direct).map(|(p, d)| p - d).collect();
+    let (d50, d99) = percentiles(&mut direct);
+    let (p50, p99) = percentiles(&mut proxied);
+    let (a50, a99) = percentiles(&mut added);
+    let per_call = |spent: Duration| spent.as_secs_f64() * 1e3 / CALLS as f64;
+    println!(
+        "{megabytes:>2} MB ({} messages, +10 KB a call): direct p50 {d50:7.2} ms p99 {d99:7.2} ms | proxy p50 {p50:7.2} ms \
+         p99 {p99:7.2} ms | added p50 {a50:6.2} ms p99 {a99:6.2} ms | CPU a call: direct {:.2} ms, proxy {:.2} ms, added {:.2} ms",
+        messages.len(),
+        per_call(cpu[0]),
+        per_call(cpu[1]),
+        per_call(cpu[1]) - per_call(cpu[0]),
+    );
+}
+
+/// p50 and p99 of `samples`, in milliseconds.
+fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |share: f64| samples[((samples.len() - 1) as f64 * share).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+/// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks
+/// of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks: u64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
+}
