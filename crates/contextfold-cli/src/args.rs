@@ -85,6 +85,10 @@ pub enum Command {
     /// registered for this run only; print what the proxy did when the agent exits.
     #[command(after_help = WRAP_HELP, subcommand_value_name = "AGENT", subcommand_help_heading = "Agents")]
     Wrap(WrapArgs),
+    /// Serve the dashboard for a store with no proxy running: sessions, each conversation's
+    /// tokens per call and compactions, removed payloads by ref, search.
+    #[command(after_help = UI_HELP)]
+    Ui(UiArgs),
 }
 
 /// Where the store is when no path is given: under the working directory.
@@ -127,6 +131,20 @@ The store is opened read-only at the first call, as recall and search open it (-
 else CONTEXTFOLD_STORE_URL, else .contextfold/store.db), so the server can start before the
 proxy has written anything. The proxy (contextfold serve) offers the same tools over MCP's
 streamable HTTP transport at /mcp.";
+
+const UI_HELP: &str = "\
+Open the address it prints (http://127.0.0.1:8788/ui by default) in a browser. The store is
+opened read-only, as recall and search open it (--store, else CONTEXTFOLD_STORE_URL, else
+.contextfold/store.db); a proxy may keep writing to it meanwhile, and the page shows what is
+there when it asks. The page is compiled into the binary and fetches nothing from
+elsewhere. It answers loopback addresses only: --listen takes a loopback address, and a
+request must name 127.0.0.1, localhost or [::1] as its host. contextfold serve --store
+serves the same dashboard at /ui.
+
+Exit codes:
+  0  stopped by Ctrl-C or SIGTERM
+  2  usage error, an address that is not loopback or cannot be bound, or a store that
+     cannot be opened (as for recall)";
 
 const WRAP_HELP: &str = "\
   contextfold wrap claude
@@ -898,6 +916,17 @@ pub struct ServeArgs {
     pub log_format: contextfold_serve::LogFormat,
     #[command(flatten)]
     pub counting: CountingArgs,
+}
+
+/// `contextfold ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The address to serve the dashboard on: a loopback address (the dashboard has no
+    /// token of its own).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8788")]
+    pub listen: std::net::SocketAddr,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// `contextfold mcp`.

@@ -50,4 +50,6 @@ pub struct App {
     pub workers: Workers,
     /// The recall tools at `/mcp`.
     pub mcp: crate::mcp::Endpoint,
+    /// The dashboard at `/ui`.
+    pub ui: crate::ui::Dashboard,
 }

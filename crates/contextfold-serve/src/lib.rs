@@ -67,6 +67,7 @@ mod shm_fault;
 mod split;
 mod state;
 mod store;
+pub mod ui;
 mod usage;
 pub mod window;
 mod workers;
@@ -219,6 +220,11 @@ impl Proxy {
             known: known::KnownLists::new(config.max_sessions),
             preambles: preamble::Preambles::default(),
             mcp: mcp::Endpoint::new(store.as_ref(), config.allow_remote),
+            ui: ui::Dashboard::for_proxy(
+                store.as_ref().map(store::ProxyStore::sessions),
+                config.auth_token.clone(),
+                config.allow_remote,
+            ),
             store,
             token: config.auth_token.clone(),
             max_body: config.max_body,

@@ -6,8 +6,8 @@
 //! [`Route`] decides the API and whether there is a conversation to compact:
 //! `POST /v1/messages` (and `count_tokens`), Chat Completions and the Responses API are read
 //! by their [`crate::api`] module (a large body on the [`crate::workers`] pool); everything else
-//! is forwarded as it came. The proxy's own endpoints ([`crate::endpoints`]) are answered
-//! before anything else.
+//! is forwarded as it came. The proxy's own endpoints ([`crate::endpoints`]) and the dashboard
+//! ([`crate::ui`]) are answered before anything else.
 
 use crate::api;
 use crate::app::App;
@@ -29,6 +29,9 @@ pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request
     let (parts, body) = request.into_parts();
     if let Some(own) = crate::endpoints::Own::of(parts.uri.path()) {
         return crate::endpoints::answer(&app, own, &parts).await;
+    }
+    if crate::ui::Dashboard::serves(parts.uri.path()) {
+        return app.ui.answer(&parts).await;
     }
     let route = Route::of(&parts.method, parts.uri.path(), &parts.headers);
     let api = route.api();

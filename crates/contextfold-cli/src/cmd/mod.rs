@@ -15,6 +15,7 @@ mod serve;
 mod sessions;
 mod stats;
 mod store;
+mod ui;
 mod validate;
 mod wrap;
 
@@ -46,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Wrap(args) => wrap::run(args),
+        Command::Ui(args) => ui::run(args),
     }
 }
 

@@ -17,4 +17,5 @@ mod serve_faults_cli;
 mod serve_state_cli;
 mod store_cli;
 mod store_postgres_cli;
+mod ui_cli;
 mod wrap_cli;

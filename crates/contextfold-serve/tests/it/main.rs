@@ -24,3 +24,4 @@ mod sessions;
 mod soak;
 mod stored;
 mod streaming;
+mod ui;
