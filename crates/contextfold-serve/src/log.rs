@@ -235,6 +235,10 @@ impl RequestLog {
                 added: self.forwarded,
                 first_byte: self.first_byte,
                 reported: self.reported,
+                // The note of a compaction is its steps, and what went wrong after `;`.
+                steps: (self.action == Action::Compacted).then(|| {
+                    self.note.as_deref().and_then(|note| note.split(';').next()).unwrap_or_default().to_string()
+                }),
             });
         }
     }

@@ -57,6 +57,14 @@ pub struct Line {
     pub first_byte: Option<Duration>,
     /// The tokens the upstream reported, when its answer was read for them.
     pub reported: Option<Reported>,
+    /// A compaction's steps (`evict+summarize`, …), when one ran.
+    pub steps: Option<String>,
+}
+
+/// The label of `contextfold_compactions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    steps: String,
 }
 
 /// The label of `contextfold_upstream_tokens_total`.
@@ -70,7 +78,7 @@ struct TokenLabels {
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    compactions: Counter,
+    compactions: Family<StepLabels, Counter>,
     tokens_received: Counter,
     tokens_sent: Counter,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
@@ -86,7 +94,7 @@ impl Default for Metrics {
         let metrics = Metrics {
             registry: Registry::default(),
             requests: Family::default(),
-            compactions: Counter::default(),
+            compactions: Family::default(),
             tokens_received: Counter::default(),
             tokens_sent: Counter::default(),
             cost: Family::default(),
@@ -112,7 +120,7 @@ impl Metrics {
         );
         registry.register(
             "contextfold_compactions",
-            "Requests for which a compaction ran (those whose upstream then failed included)",
+            "Requests for which a compaction ran (those whose upstream then failed included), by the steps it took",
             self.compactions.clone(),
         );
         registry.register(
@@ -163,7 +171,8 @@ impl Metrics {
         let labels = RequestLabels { api: line.api.name(), action: line.action.name(), status: line.status };
         self.requests.get_or_create(&labels).inc();
         if line.action == Action::Compacted {
-            self.compactions.inc();
+            let steps = line.steps.clone().unwrap_or_default();
+            self.compactions.get_or_create(&StepLabels { steps }).inc();
         }
         if let Some(added) = line.added {
             self.added_latency.observe(added.as_secs_f64());
@@ -216,8 +225,15 @@ mod tests {
     #[test]
     fn every_metric_is_named_with_its_help() {
         let metrics = Metrics::default();
-        let line =
-            |action, status, added| Line { api: Api::OpenAi, action, status, added, first_byte: None, reported: None };
+        let line = |action, status, added| Line {
+            api: Api::OpenAi,
+            action,
+            status,
+            added,
+            first_byte: None,
+            reported: None,
+            steps: None,
+        };
         metrics.observe(&line(Action::Compacted, 200, Some(Duration::from_millis(3))));
         let reported = Some(Reported { input: 5, cache_read: 1_000, cache_write: 20, output: 9 });
         metrics.observe(&Line { reported, ..line(Action::Unchanged, 200, None) });
@@ -251,6 +267,10 @@ mod tests {
         assert!(text.contains("contextfold_upstream_tokens_total{kind=\"cache_read\"} 1000"), "{text}");
         assert!(text.contains("contextfold_upstream_tokens_total{kind=\"output\"} 9"), "{text}");
         assert!(text.contains("contextfold_conversations_held 7"), "{text}");
+        let evicted = Line { steps: Some("evict".into()), ..line(Action::Compacted, 200, None) };
+        metrics.observe(&evicted);
+        let text = metrics.encode(7);
+        assert!(text.contains("contextfold_compactions_total{steps=\"evict\"} 1"), "{text}");
         assert!(text.contains("contextfold_store_errors_total 1"), "{text}");
     }
 }
