@@ -66,6 +66,15 @@ impl<T> Conversations<T> {
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entries.len()
     }
+
+    /// The sum of `measure` over the states held, skipping those a request holds now.
+    pub fn sum(&self, measure: impl Fn(&T) -> u64) -> u64 {
+        let slots: Vec<Slot<T>> = {
+            let lru = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            lru.entries.values().map(|entry| entry.slot.clone()).collect()
+        };
+        slots.iter().filter_map(|slot| slot.try_lock().ok()?.as_ref().map(&measure)).sum()
+    }
 }
 
 #[cfg(test)]

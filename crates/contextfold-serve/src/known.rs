@@ -70,6 +70,11 @@ impl KnownLists {
         self.lists.slot(key(first)).try_lock().ok()?.clone()
     }
 
+    /// The bytes of the bodies held (each conversation's last), less those being replaced now.
+    pub fn bytes_held(&self) -> u64 {
+        self.lists.sum(|list| list.body.len() as u64)
+    }
+
     /// Keeps `list`, whose first entry is `first`, for the next request that starts so.
     pub fn keep(&self, first: &str, list: KnownList) {
         if let Ok(mut held) = self.lists.slot(key(first)).try_lock() {

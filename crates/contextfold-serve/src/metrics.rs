@@ -87,6 +87,7 @@ pub struct Metrics {
     first_byte: Histogram,
     store_errors: Counter,
     conversations: Gauge,
+    bytes_held: Gauge,
 }
 
 impl Default for Metrics {
@@ -103,6 +104,7 @@ impl Default for Metrics {
             first_byte: Histogram::new(LATENCY_BUCKETS),
             store_errors: Counter::default(),
             conversations: Gauge::default(),
+            bytes_held: Gauge::default(),
         };
         metrics.registered()
     }
@@ -163,6 +165,11 @@ impl Metrics {
             "Conversations whose state the proxy holds in memory",
             self.conversations.clone(),
         );
+        registry.register(
+            "contextfold_bytes_held",
+            "Bytes of the client request bodies held, each conversation's last, which the next request is split against: most of what the conversations cost in memory",
+            self.bytes_held.clone(),
+        );
         self
     }
 
@@ -208,9 +215,10 @@ impl Metrics {
         self.store_errors.clone()
     }
 
-    /// The metrics as Prometheus text, with `held` conversations in memory.
-    pub fn encode(&self, held: usize) -> String {
+    /// The metrics as Prometheus text, with `held` conversations and `bytes` of bodies in memory.
+    pub fn encode(&self, held: usize, bytes: u64) -> String {
         self.conversations.set(i64::try_from(held).unwrap_or(i64::MAX));
+        self.bytes_held.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         let mut text = String::new();
         // Writing to a `String` cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry);
@@ -240,7 +248,7 @@ mod tests {
         metrics.observe(&line(Action::Refused, 401, None));
         metrics.add(&Added { tokens_received: 10, tokens_sent: 4, cost: Some((0.5, 0.25)) });
         metrics.store_errors().inc();
-        let text = metrics.encode(7);
+        let text = metrics.encode(7, 4_096);
         for name in [
             "contextfold_requests_total",
             "contextfold_compactions_total",
@@ -252,6 +260,7 @@ mod tests {
             "contextfold_first_byte_seconds",
             "contextfold_store_errors_total",
             "contextfold_conversations_held",
+            "contextfold_bytes_held",
         ] {
             assert!(text.contains(&format!("# HELP {name} ")), "{name}:\n{text}");
         }
@@ -267,9 +276,10 @@ mod tests {
         assert!(text.contains("contextfold_upstream_tokens_total{kind=\"cache_read\"} 1000"), "{text}");
         assert!(text.contains("contextfold_upstream_tokens_total{kind=\"output\"} 9"), "{text}");
         assert!(text.contains("contextfold_conversations_held 7"), "{text}");
+        assert!(text.contains("contextfold_bytes_held 4096"), "{text}");
         let evicted = Line { steps: Some("evict".into()), ..line(Action::Compacted, 200, None) };
         metrics.observe(&evicted);
-        let text = metrics.encode(7);
+        let text = metrics.encode(7, 4_096);
         assert!(text.contains("contextfold_compactions_total{steps=\"evict\"} 1"), "{text}");
         assert!(text.contains("contextfold_store_errors_total 1"), "{text}");
     }
