@@ -282,23 +282,31 @@ impl Proxy {
 }
 
 /// Resolves on Ctrl-C or, on Unix, SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
+    // The handlers are registered now, not when the future is first polled: a signal that
+    // comes right after the address is printed must stop the process, not kill it.
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{signal, Signal, SignalKind};
+        async fn received(signal: Option<Signal>) {
+            match signal {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        let terminate = signal(SignalKind::terminate()).ok();
+        async move {
+            tokio::select! {
+                () = received(interrupt) => {}
+                () = received(terminate) => {}
+            }
+        }
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -60,6 +60,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         init_logging(args.log_format);
         let proxy = Proxy::bind(config.clone()).await?;
         let addr = proxy.local_addr();
+        let stop = shutdown_signal();
         let mut stdout = std::io::stdout().lock();
         writeln!(
             stdout,
@@ -76,7 +77,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             None => eprintln!("contextfold serve: keeping conversations in memory only (--no-store)"),
         }
         let stats = proxy.stats();
-        proxy.run(shutdown_signal()).await?;
+        proxy.run(stop).await?;
         eprintln!("contextfold serve: stopped; {}", stats.savings().totals().line());
         Ok(ExitCode::SUCCESS)
     })

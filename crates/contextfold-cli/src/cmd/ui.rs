@@ -25,11 +25,12 @@ pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
             Err(err) => bail!("cannot listen on {}: {err}; choose another --listen address", args.listen),
         };
         let addr = listener.local_addr()?;
+        let stop = shutdown_signal();
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "contextfold ui: the dashboard of the store {location} is at http://{addr}/ui")?;
         stdout.flush()?;
         drop(stdout);
-        serve(listener, Dashboard::new(store), shutdown_signal()).await;
+        serve(listener, Dashboard::new(store), stop).await;
         Ok(ExitCode::SUCCESS)
     })
 }
