@@ -135,41 +135,44 @@ async fn the_node_sdk_compacts_in_a_tool_loop() {
 /// Codex's turns: an `exec_command` that prints lines a turn, then a closing message.
 const CODEX_TURNS: usize = 24;
 
-/// What the mock answers Codex: a reasoning item and a command to run a turn, streamed.
-fn codex_script(request: &Recorded) -> Reply {
-    if !request.uri.starts_with("/v1/responses") || request.uri.starts_with("/v1/responses/") {
-        return Reply::Json { status: 404, headers: vec![], body: json!({"error": {"message": "not scripted", "type": "invalid_request_error", "param": null, "code": null}}).to_string() };
+/// What the mock answers Codex for `turns` turns: a reasoning item and a command to run a
+/// turn, streamed, then a closing message. Turn `t` prints `lines(t)` lines.
+fn codex_script(turns: usize, lines: fn(usize) -> usize) -> impl Fn(&Recorded) -> Reply + Send + Sync + 'static {
+    move |request| {
+        if !request.uri.starts_with("/v1/responses") || request.uri.starts_with("/v1/responses/") {
+            return Reply::Json { status: 404, headers: vec![], body: json!({"error": {"message": "not scripted", "type": "invalid_request_error", "param": null, "code": null}}).to_string() };
+        }
+        let body = request.json();
+        let input = body["input"].as_array().cloned().unwrap_or_default();
+        let turn = input
+            .iter()
+            .filter(|item| item["type"] == "function_call")
+            .filter_map(|item| {
+                item["call_id"].as_str()?.strip_prefix("call_")?.split('_').next()?.parse::<usize>().ok()
+            })
+            .max()
+            .map_or(0, |turn| turn + 1);
+        let output = if turn >= turns {
+            vec![canned::responses::message(&format!("msg_{turn}"), "All files are listed.")]
+        } else {
+            let cmd =
+                format!("seq -f 'turn {turn} line %g: the quick brown fox jumps over the lazy dog' 1 {}", lines(turn));
+            vec![
+                canned::responses::reasoning(&format!("rs_{turn:03}"), &format!("Listing part {turn}.")),
+                canned::responses::function_call(
+                    &format!("fc_{turn:03}"),
+                    &format!("call_{turn:03}_codex"),
+                    "exec_command",
+                    &json!({"cmd": cmd}),
+                ),
+            ]
+        };
+        canned::sse(canned::responses::stream(&output, request.body.len() as u64 / 4))
     }
-    let body = request.json();
-    let input = body["input"].as_array().cloned().unwrap_or_default();
-    let turn = input
-        .iter()
-        .filter(|item| item["type"] == "function_call")
-        .filter_map(|item| item["call_id"].as_str()?.strip_prefix("call_")?.split('_').next()?.parse::<usize>().ok())
-        .max()
-        .map_or(0, |turn| turn + 1);
-    let output = if turn >= CODEX_TURNS {
-        vec![canned::responses::message(&format!("msg_{turn}"), "All files are listed.")]
-    } else {
-        let cmd = format!("seq -f 'turn {turn} line %g: the quick brown fox jumps over the lazy dog' 1 100");
-        vec![
-            canned::responses::reasoning(&format!("rs_{turn:03}"), &format!("Listing part {turn}.")),
-            canned::responses::function_call(
-                &format!("fc_{turn:03}"),
-                &format!("call_{turn:03}_codex"),
-                "exec_command",
-                &json!({"cmd": cmd}),
-            ),
-        ]
-    };
-    canned::sse(canned::responses::stream(&output, request.body.len() as u64 / 4))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_cli_runs_its_commands_until_the_proxy_compacts() {
-    let Some(codex) = installed("CONTEXTFOLD_CODEX", "Codex CLI") else { return };
-    let mock = Mock::start(codex_script).await;
-    let proxy = proxy(ServeConfig { window: Some(48_000), ..openai_config(&mock) }).await;
+/// Runs `codex exec` against `proxy` to its end; returns what it printed.
+async fn run_codex(codex: &Path, proxy: &Running) -> String {
     let home = std::env::temp_dir().join(format!(
         "contextfold-codex-{}-{}",
         std::process::id(),
@@ -182,7 +185,7 @@ async fn codex_cli_runs_its_commands_until_the_proxy_compacts() {
         proxy.url
     );
     std::fs::write(home.join("config.toml"), config).unwrap();
-    let mut command = tokio::process::Command::new(&codex);
+    let mut command = tokio::process::Command::new(codex);
     command
         .env("HOME", &home)
         .env("CODEX_HOME", &home)
@@ -192,6 +195,15 @@ async fn codex_cli_runs_its_commands_until_the_proxy_compacts() {
         .arg("List the numbers, part by part.");
     let stdout = run(command, Duration::from_secs(300), "codex exec").await;
     let _ = std::fs::remove_dir_all(&home);
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_cli_runs_its_commands_until_the_proxy_compacts() {
+    let Some(codex) = installed("CONTEXTFOLD_CODEX", "Codex CLI") else { return };
+    let mock = Mock::start(codex_script(CODEX_TURNS, |_| 100)).await;
+    let proxy = proxy(ServeConfig { window: Some(48_000), ..openai_config(&mock) }).await;
+    let stdout = run_codex(&codex, &proxy).await;
     assert!(stdout.contains("All files are listed."), "{stdout}");
     let requests = mock.requests_at("/v1/responses");
     assert_eq!(requests.len(), CODEX_TURNS + 1, "one request a turn");
@@ -210,5 +222,82 @@ async fn codex_cli_runs_its_commands_until_the_proxy_compacts() {
         proxy.stats.compactions(),
         proxy.stats.resent(),
         requests.last().map_or(0, |request| request.body.len())
+    ));
+}
+
+/// Turns of the long Codex session.
+const LONG_TURNS: usize = 100;
+
+/// The lines turn `turn` of the long session prints: 60 to 300 (4–19 KB).
+fn long_lines(turn: usize) -> usize {
+    60 + (turn * 7919) % 241
+}
+
+/// The text of the newest `function_call_output` of a Responses request, and its turn.
+fn newest_output(body: &Value) -> Option<(usize, String)> {
+    let item = body["input"].as_array()?.iter().rev().find(|item| item["type"] == "function_call_output")?;
+    let turn = item["call_id"].as_str()?.strip_prefix("call_")?.split('_').next()?.parse().ok()?;
+    Some((turn, item["output"].to_string()))
+}
+
+/// `codex exec` for 100 turns through `serve --store` in a 48k window: every request valid,
+/// the newest output whole at every turn, the store one session holding each call and output
+/// once, in order, with a record of each call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_for_100_turns_through_the_store_keeps_one_log_and_every_newest_output() {
+    use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
+    use contextfold_core::Block;
+    let Some(codex) = installed("CONTEXTFOLD_CODEX", "Codex CLI") else { return };
+    let dir = crate::stored::scratch("codex-long");
+    let path = dir.join("store.db");
+    let mock = Mock::start(codex_script(LONG_TURNS, long_lines)).await;
+    let settings =
+        ServeConfig { window: Some(48_000), store: Some(StoreLocation::File(path.clone())), ..openai_config(&mock) };
+    let proxy = proxy(settings).await;
+    let started = std::time::Instant::now();
+    let stdout = run_codex(&codex, &proxy).await;
+    let elapsed = started.elapsed();
+    assert!(stdout.contains("All files are listed."), "{stdout}");
+    let compactions = proxy.stats.compactions();
+    let stats = proxy.stats.clone();
+    proxy.stop().await.expect("the proxy stops cleanly");
+    let requests = mock.requests_at("/v1/responses");
+    assert_eq!(requests.len(), LONG_TURNS + 1, "one request a turn");
+    assert_eq!(mock.assert_all_valid_at("/v1/responses"), requests.len());
+    assert!(compactions >= 3, "the proxy compacted again and again ({compactions})");
+    let mut checked = 0;
+    for request in &requests {
+        let Some((turn, text)) = newest_output(&request.json()) else { continue };
+        let first = format!("turn {turn} line 1: the quick brown fox");
+        let last = format!("turn {turn} line {}: the quick brown fox", long_lines(turn));
+        assert!(!text.contains("[contextfold"), "turn {turn}'s output was cut: {text:.300}");
+        assert!(text.contains(&first) && text.contains(&last), "turn {turn}: {text:.300}");
+        checked += 1;
+    }
+    assert_eq!(checked, LONG_TURNS, "each turn's request carried its newest output");
+
+    let store = SqliteStore::open_existing(&path).expect("the proxy's store");
+    let sessions = store.sessions().expect("sessions");
+    assert_eq!(sessions.len(), 1, "one conversation, one session: {sessions:?}");
+    let exported = store.export(&sessions[0].id).expect("export");
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    for block in exported.iter().flat_map(|message| &message.content) {
+        match block {
+            Block::ToolUse(call) => calls.push(call.id.clone()),
+            Block::ToolResult(result) => results.push(result.tool_use_id.clone()),
+            _ => {}
+        }
+    }
+    let expected: Vec<String> = (0..LONG_TURNS).map(|turn| format!("call_{turn:03}_codex")).collect();
+    assert_eq!(calls, expected, "each call stored once, in order");
+    assert_eq!(results, expected, "each output stored once, in order");
+    assert_eq!(store.calls(&sessions[0].id).expect("calls").len(), requests.len(), "a record per call");
+    notice(&format!(
+        "codex exec, long session: {} requests in {:.0} s, {compactions} compactions, {} stored messages; \
+         the newest output whole at all {LONG_TURNS} turns; {}",
+        requests.len(),
+        elapsed.as_secs_f64(),
+        exported.len(),
+        stats.savings().totals().line(),
     ));
 }
