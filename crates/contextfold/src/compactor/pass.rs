@@ -194,7 +194,12 @@ impl<'a> Pass<'a> {
         self.report.turns_folded =
             head.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
         self.report.messages_folded = head.len();
+        let system_blocks = |conversation: &Conversation| -> usize {
+            conversation.messages.iter().filter(|message| message.role == Role::System).map(|m| m.content.len()).sum()
+        };
+        let before = system_blocks(&self.work);
         self.work = plan.assemble(&self.work, Some(&summary));
+        self.report.reminders_folded += before.saturating_sub(system_blocks(&self.work));
         self.steps.push(Step::Summarize);
         if full.is_some() {
             self.full_summary = full;

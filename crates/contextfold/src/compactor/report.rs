@@ -177,6 +177,10 @@ pub struct CompactionReport {
     pub turns_folded: usize,
     /// Messages folded into the summary.
     pub messages_folded: usize,
+    /// Identical repeats of mid-conversation system text (a harness's reminders) dropped,
+    /// the newest copy kept; absent from the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reminders_folded: usize,
     /// Facts an LLM summary left out and that were appended to it.
     pub missing_facts: usize,
     /// Secrets masked in what the summarizer saw (head and previous summary) and in its

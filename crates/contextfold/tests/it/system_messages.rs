@@ -94,3 +94,34 @@ fn a_head_system_message_is_kept_after_the_summary() {
     assert_eq!(out.messages[1].role, Role::System, "right after the summary message");
     assert_eq!(system_texts(out), first);
 }
+
+/// A harness that repeats the same reminder after many turns: the copies in the folded head
+/// are dropped but the newest, and the report counts them.
+#[test]
+fn identical_reminders_are_kept_once_and_counted() {
+    let mut conversation = session(6, 3, 40);
+    let mut messages = Vec::new();
+    let last = conversation.messages.len() - 1;
+    for (index, message) in conversation.messages.iter().enumerate() {
+        messages.push(message.clone());
+        if message.role == Role::User && index < last && conversation.messages[index + 1].role == Role::Assistant {
+            messages.push(Message::text(Role::System, "Reminder: keep the public API."));
+        }
+    }
+    let copies = messages.iter().filter(|message| message.role == Role::System).count();
+    assert!(copies >= 4, "{copies}");
+    conversation.messages = messages;
+    let counter = Tokenizer::Chars4.counter();
+    let total = count_conversation(counter, &conversation);
+    let config =
+        CompactConfig { target: Target::Budget(total / 5), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    let compacted = runtime()
+        .block_on(Compactor::default().with_counter(std::sync::Arc::new(counter)).compact(&conversation, &config))
+        .expect("compacts");
+    let kept = system_texts(&compacted.conversation).len();
+    assert!(kept >= 1 && kept < copies, "{kept} of {copies}");
+    assert_eq!(compacted.report.reminders_folded, copies - kept, "{:?}", compacted.report);
+    assert!(validate(&compacted.conversation).is_empty());
+    let json = serde_json::to_value(&compacted.report).expect("JSON");
+    assert_eq!(json["reminders_folded"], copies - kept);
+}
