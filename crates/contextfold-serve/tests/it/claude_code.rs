@@ -116,23 +116,14 @@ async fn run_claude(claude: &Path, model: Option<&str>) -> Run {
     settings.window = Some(100_000);
     settings.reserve = 8_000;
     let proxy = proxy(settings).await;
-    let mut command = tokio::process::Command::new(claude);
-    command
-        .current_dir(work.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("CLAUDE_CONFIG_DIR", home.path().join(".claude"))
-        .env("ANTHROPIC_BASE_URL", &proxy.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("CLAUDE_CODE_MAX_RETRIES", "1")
-        // What `--dangerously-skip-permissions` needs when run as root.
-        .env("IS_SANDBOX", "1")
-        .args(["-p", "Generate data files, read them, edit them, and take notes."])
-        .args(["--output-format", "json", "--allowedTools", "Bash,Read,Edit,Write", "--dangerously-skip-permissions"]);
+    let mut command = claude_command(claude, home.path(), work.path(), &proxy.url);
+    command.args(["-p", "Generate data files, read them, edit them, and take notes."]).args([
+        "--output-format",
+        "json",
+        "--allowedTools",
+        "Bash,Read,Edit,Write",
+        "--dangerously-skip-permissions",
+    ]);
     if let Some(model) = model {
         command.args(["--model", model]);
     }
@@ -234,6 +225,40 @@ impl Run {
             last["tools"].as_array().unwrap().iter().filter(|tool| tool.get("cache_control").is_some()).count(),
         ));
     }
+}
+
+/// Claude Code headless in `work`, with `home` for its configuration, through the proxy at
+/// `url`: no telemetry, no side traffic, one retry.
+pub fn claude_command(claude: &Path, home: &Path, work: &Path, url: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(claude);
+    command
+        .current_dir(work)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "1")
+        // What `--dangerously-skip-permissions` needs when run as root.
+        .env("IS_SANDBOX", "1");
+    command
+}
+
+/// The ids of the tool calls and of the tool results of `messages`, in order.
+pub fn tool_ids(messages: &[contextfold_core::Message]) -> (Vec<String>, Vec<String>) {
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    for block in messages.iter().flat_map(|message| &message.content) {
+        match block {
+            contextfold_core::Block::ToolUse(call) => calls.push(call.id.clone()),
+            contextfold_core::Block::ToolResult(result) => results.push(result.tool_use_id.clone()),
+            _ => {}
+        }
+    }
+    (calls, results)
 }
 
 /// The Messages requests that hold a `role: "system"` message.

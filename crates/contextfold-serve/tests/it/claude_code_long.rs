@@ -7,11 +7,12 @@
 //! the client's history once, in order (each tool call and result once, the export valid),
 //! and a record of each call.
 
+use crate::claude_code::{claude_command, tool_ids};
 use crate::clients::{installed, newest_result_number, run, TempDir, CLAUDE};
 use crate::common::{notice, proxy};
 use crate::mock::{canned, Mock, Recorded, Reply};
 use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
-use contextfold_core::{validate, Block, Conversation};
+use contextfold_core::{validate, Conversation};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -76,20 +77,8 @@ async fn claude_code_for_200_calls_through_the_store_keeps_one_log_and_every_new
     settings.reserve = 8_000;
     settings.store = Some(StoreLocation::File(path.clone()));
     let proxy = proxy(settings).await;
-    let mut command = tokio::process::Command::new(claude);
+    let mut command = claude_command(&claude, home.path(), work.path(), &proxy.url);
     command
-        .current_dir(work.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("CLAUDE_CONFIG_DIR", home.path().join(".claude"))
-        .env("ANTHROPIC_BASE_URL", &proxy.url)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("CLAUDE_CODE_MAX_RETRIES", "1")
-        .env("IS_SANDBOX", "1")
         .args(["-p", "Print the listings one after another.", "--model", "claude-sonnet-4-5"])
         .args(["--output-format", "json", "--allowedTools", "Bash", "--dangerously-skip-permissions"])
         .args(["--max-turns", &(STEPS + 10).to_string()]);
@@ -124,14 +113,7 @@ async fn claude_code_for_200_calls_through_the_store_keeps_one_log_and_every_new
     let exported = store.export(&session.id).expect("export");
     let conversation = Conversation { messages: exported.clone(), ..Conversation::default() };
     assert!(validate(&conversation).is_empty(), "the export validates: {:?}", validate(&conversation));
-    let (mut calls, mut results) = (Vec::new(), Vec::new());
-    for block in exported.iter().flat_map(|message| &message.content) {
-        match block {
-            Block::ToolUse(call) => calls.push(call.id.clone()),
-            Block::ToolResult(result) => results.push(result.tool_use_id.clone()),
-            _ => {}
-        }
-    }
+    let (calls, results) = tool_ids(&exported);
     let expected: Vec<String> = (0..STEPS).map(|step| format!("toolu_long_{step:03}")).collect();
     assert_eq!(calls, expected, "each tool call stored once, in order");
     assert_eq!(results, expected, "each tool result stored once, in order");

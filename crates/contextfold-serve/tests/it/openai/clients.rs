@@ -246,7 +246,6 @@ fn newest_output(body: &Value) -> Option<(usize, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_for_100_turns_through_the_store_keeps_one_log_and_every_newest_output() {
     use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
-    use contextfold_core::Block;
     let Some(codex) = installed("CONTEXTFOLD_CODEX", "Codex CLI") else { return };
     let dir = crate::stored::scratch("codex-long");
     let path = dir.join("store.db");
@@ -280,14 +279,7 @@ async fn codex_for_100_turns_through_the_store_keeps_one_log_and_every_newest_ou
     let sessions = store.sessions().expect("sessions");
     assert_eq!(sessions.len(), 1, "one conversation, one session: {sessions:?}");
     let exported = store.export(&sessions[0].id).expect("export");
-    let (mut calls, mut results) = (Vec::new(), Vec::new());
-    for block in exported.iter().flat_map(|message| &message.content) {
-        match block {
-            Block::ToolUse(call) => calls.push(call.id.clone()),
-            Block::ToolResult(result) => results.push(result.tool_use_id.clone()),
-            _ => {}
-        }
-    }
+    let (calls, results) = crate::claude_code::tool_ids(&exported);
     let expected: Vec<String> = (0..LONG_TURNS).map(|turn| format!("call_{turn:03}_codex")).collect();
     assert_eq!(calls, expected, "each call stored once, in order");
     assert_eq!(results, expected, "each output stored once, in order");
