@@ -354,7 +354,9 @@ fn exit_code(text: &str) -> Option<i64> {
 
 /// The most telling line of an error output: for a Python traceback its exception line,
 /// else the first line naming an error or failure, else the first line of output (lines an
-/// agent wraps output in, such as `<returncode>1</returncode>` or `Exit code 1`, skipped).
+/// agent wraps output in, such as `<returncode>1</returncode>` or `Exit code 1`, skipped);
+/// followed, joined by ` … `, by what a test runner or tool says failed when that line does
+/// not ([`crate::runners::verdict_lines`]: the failing test, the closing tally).
 pub fn error_line(text: &str) -> String {
     const CUES: [&str; 12] = [
         "error",
@@ -379,10 +381,15 @@ pub fn error_line(text: &str) -> String {
         .find(|line| !line.trim().is_empty() && !line.starts_with(char::is_whitespace))
         .map(str::trim);
     let telling = exception.or_else(|| lines.iter().find(|line| CUES.iter().any(|cue| line.contains(cue))).copied());
-    match telling.or(lines.first().copied()) {
-        Some(line) => clip_chars(line, 200),
-        None => first_line(text, 200),
+    let Some(telling) = telling.or(lines.first().copied()) else { return first_line(text, 200) };
+    // What a runner or a tool says failed, when the first telling line is something else.
+    let mut line = clip_chars(telling, 200);
+    for verdict in crate::runners::verdict_lines(text) {
+        if !telling.contains(verdict) {
+            line = format!("{line} … {}", clip_chars(verdict, 150));
+        }
     }
+    line
 }
 
 /// Whether `line` is one an agent's harness wraps output in (`<returncode>1</returncode>`,
@@ -530,7 +537,10 @@ mod tests {
         assert_eq!(facts.commands[0].outcome, Outcome::Failed(Some(1)));
         assert_eq!(facts.commands[1].outcome, Outcome::Ok);
         assert_eq!(facts.errors.len(), 1);
-        assert_eq!(facts.errors[0].first_line, "E   AssertionError: 0.30 != 0.15");
+        assert_eq!(
+            facts.errors[0].first_line, "E   AssertionError: 0.30 != 0.15 … FAILED tests/test_invoice.py::test_total",
+            "the exception, and the failing test the runner named"
+        );
         assert!(!facts.errors[0].fixed, "a different tool name (Bash vs bash) is a different call");
         assert_eq!(facts.decisions, ["The root cause is banker's rounding."]);
         assert_eq!(facts.next_step.as_deref(), Some("Let me switch to quantize."));
@@ -544,6 +554,12 @@ mod tests {
         let shell = "<returncode>1</returncode>\n<output>\n<stdin>:1: SyntaxError: invalid syntax\n</output>";
         assert_eq!(error_line(shell), "<stdin>:1: SyntaxError: invalid syntax");
         assert_eq!(error_line("Exit code 2\nmake: *** [all] Error 2"), "make: *** [all] Error 2");
+        let pytest = "Exit code 1\nERROR: warning: error handling\nFAILED tests/a.py::test_b - AssertionError\n\
+                      === 1 failed, 50 passed in 2.20s ===";
+        assert_eq!(
+            error_line(pytest),
+            "ERROR: warning: error handling … FAILED tests/a.py::test_b - AssertionError … === 1 failed, 50 passed in 2.20s ==="
+        );
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod probe;
 pub mod prompt;
 pub mod render;
 pub mod repair;
+pub mod runners;
 pub mod stats;
 pub mod summary;
 pub mod thinking;
