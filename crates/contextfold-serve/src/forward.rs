@@ -78,9 +78,7 @@ impl Upstream {
             .connect_timeout(config.upstream_timeout.min(Duration::from_secs(30)));
         // A proxy set in the environment is for the outside world, not for this machine.
         let host = base.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
-        let loopback =
-            host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if loopback {
+        if crate::headers::is_loopback_name(host) {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|err| ConfigError::Upstream { url: shown(url), why: err.to_string() })?;

@@ -72,6 +72,12 @@ pub fn compaction_off(headers: &HeaderMap) -> bool {
         .is_some_and(|value| matches!(value.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
 }
 
+/// Whether the host `name` (no port, no brackets) names this machine: `localhost` or a
+/// loopback address.
+pub fn is_loopback_name(name: &str) -> bool {
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Whether `headers` carry `token`, compared in constant time.
 pub fn has_token(headers: &HeaderMap, token: &str) -> bool {
     let offered = headers.get(TOKEN_HEADER).map(|value| value.as_bytes()).or_else(|| {
@@ -87,11 +93,12 @@ pub fn has_token(headers: &HeaderMap, token: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    /// A header map of `pairs`, for tests.
+    pub(crate) fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
             map.append(*name, HeaderValue::from_static(value));

@@ -27,9 +27,9 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use contextfold::store::SessionStore;
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 use std::future::Future;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -268,52 +268,25 @@ fn loopback_host(headers: &HeaderMap) -> bool {
         Some(rest) => rest.split(']').next().unwrap_or_default(),
         None => host.rsplit_once(':').map_or(host, |(name, _)| name),
     };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    crate::headers::is_loopback_name(name)
 }
 
 /// The query parameter `name`, decoded (`+` as a space).
 fn param(uri: &Uri, name: &str) -> Option<String> {
-    uri.query()?.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (percent_decode(key) == name).then(|| percent_decode(value))
-    })
+    form_urlencoded::parse(uri.query()?.as_bytes()).find(|(key, _)| key == name).map(|(_, value)| value.into_owned())
 }
 
 /// `%XX` escapes and `+` decoded; what is not UTF-8 becomes U+FFFD.
 fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = |byte: u8| (byte as char).to_digit(16);
-        match bytes[at] {
-            b'%' => match (bytes.get(at + 1).copied().and_then(hex), bytes.get(at + 2).copied().and_then(hex)) {
-                (Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    at += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            byte => out.push(byte),
-        }
-        at += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(&text.replace('+', " ")).decode_utf8_lossy().into_owned()
 }
+
+/// Every byte but the unreserved ones is escaped in the cookie.
+const COOKIE_ESCAPED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// `text` with every byte but the unreserved ones as `%XX`, safe in a cookie.
 fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(text, COOKIE_ESCAPED).to_string()
 }
 
 /// A file of the dashboard (or one of its pages), with the headers every answer has.
@@ -349,14 +322,7 @@ fn secure(headers: &mut HeaderMap, kind: &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
+    use crate::headers::tests::headers;
 
     #[test]
     fn only_loopback_names_are_admitted() {
