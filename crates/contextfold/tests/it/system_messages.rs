@@ -76,18 +76,23 @@ proptest! {
     }
 }
 
+/// `conversation` summarized to a fifth of its tokens (counted as characters over four).
+fn summarized_to_a_fifth(conversation: &Conversation) -> contextfold::compactor::Compacted {
+    let counter = Tokenizer::Chars4.counter();
+    let total = count_conversation(counter, conversation);
+    let config =
+        CompactConfig { target: Target::Budget(total / 5), strategy: Strategy::Summarize, ..CompactConfig::default() };
+    runtime()
+        .block_on(Compactor::default().with_counter(std::sync::Arc::new(counter)).compact(conversation, &config))
+        .expect("compacts")
+}
+
 #[test]
 fn a_head_system_message_is_kept_after_the_summary() {
     let conversation = with_system_messages(&session(4, 3, 40), &[true, false]);
     let first = system_texts(&conversation);
     assert!(first.len() >= 2, "{first:?}");
-    let counter = Tokenizer::Chars4.counter();
-    let total = count_conversation(counter, &conversation);
-    let config =
-        CompactConfig { target: Target::Budget(total / 5), strategy: Strategy::Summarize, ..CompactConfig::default() };
-    let compacted = runtime()
-        .block_on(Compactor::default().with_counter(std::sync::Arc::new(counter)).compact(&conversation, &config))
-        .expect("compacts");
+    let compacted = summarized_to_a_fifth(&conversation);
     let out = &compacted.conversation;
     assert!(compacted.report.messages_folded > 0, "{:?}", compacted.report);
     assert!(validate(out).is_empty(), "{:?}", validate(out));
@@ -111,13 +116,7 @@ fn identical_reminders_are_kept_once_and_counted() {
     let copies = messages.iter().filter(|message| message.role == Role::System).count();
     assert!(copies >= 4, "{copies}");
     conversation.messages = messages;
-    let counter = Tokenizer::Chars4.counter();
-    let total = count_conversation(counter, &conversation);
-    let config =
-        CompactConfig { target: Target::Budget(total / 5), strategy: Strategy::Summarize, ..CompactConfig::default() };
-    let compacted = runtime()
-        .block_on(Compactor::default().with_counter(std::sync::Arc::new(counter)).compact(&conversation, &config))
-        .expect("compacts");
+    let compacted = summarized_to_a_fifth(&conversation);
     let kept = system_texts(&compacted.conversation).len();
     assert!(kept >= 1 && kept < copies, "{kept} of {copies}");
     assert_eq!(compacted.report.reminders_folded, copies - kept, "{:?}", compacted.report);
