@@ -21,7 +21,7 @@
 //!   conversations at once.
 //!
 //! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
-//! the latency alone, `-- stores` for the stores alone, or `-- profile` for the CPU time
+//! the latency alone, `-- memory` for the memory alone, `-- stores` for the stores alone, or `-- profile` for the CPU time
 //! of next calls, direct and through the proxy (also to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
@@ -84,6 +84,11 @@ fn main() {
         }
         if std::env::args().any(|arg| arg == "profile") {
             profile(&upstream).await;
+            return;
+        }
+        if std::env::args().any(|arg| arg == "memory") {
+            memory(&upstream, 40, 900).await;
+            memory(&upstream, 400, 100).await;
             return;
         }
         latency(&upstream).await;

@@ -53,3 +53,11 @@ pub struct App {
     /// The dashboard at `/ui`.
     pub ui: crate::ui::Dashboard,
 }
+
+impl App {
+    /// The bytes of the client histories held (by their text's size) and of what splits
+    /// their next requests.
+    pub fn bytes_held(&self) -> u64 {
+        self.parsed.sum(ParsedHistory::text_bytes) + self.known.bytes_held()
+    }
+}

@@ -57,7 +57,7 @@ pub async fn answer(app: &App, own: Own, parts: &Parts) -> Response {
             if app.token.as_deref().is_some_and(|token| !has_token(&parts.headers, token)) {
                 return ProxyError::unauthorized().response_for(Api::Anthropic);
             }
-            let text = app.stats.metrics().encode(app.conversations.len(), app.known.bytes_held());
+            let text = app.stats.metrics().encode(app.conversations.len(), app.bytes_held());
             let mut response = (StatusCode::OK, text).into_response();
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
             response

@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod allocator;
 mod api;
 mod app;
 mod background;
@@ -195,6 +196,7 @@ impl Proxy {
     /// Checks `config` and binds its listen address.
     pub async fn bind(config: ServeConfig) -> Result<Proxy, ServeError> {
         config.check()?;
+        allocator::tune();
         let upstream = forward::Upstream::new(&config)?;
         let openai = forward::Upstream::openai(&config)?;
         let listener = tokio::net::TcpListener::bind(config.listen)

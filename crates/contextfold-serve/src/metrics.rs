@@ -167,7 +167,7 @@ impl Metrics {
         );
         registry.register(
             "contextfold_bytes_held",
-            "Bytes of the client request bodies held, each conversation's last, which the next request is split against: most of what the conversations cost in memory",
+            "Bytes of the client histories held, each conversation's last, by the size of their text (read into the model once), with the offsets and hashes the next request is split against",
             self.bytes_held.clone(),
         );
         self

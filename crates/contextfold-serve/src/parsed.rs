@@ -50,6 +50,11 @@ pub enum Unreadable {
 }
 
 impl ParsedHistory {
+    /// The bytes of the text of the messages it holds.
+    pub fn text_bytes(&self) -> u64 {
+        self.keys.iter().map(|&(_, len)| len as u64).sum()
+    }
+
     /// `body`'s messages read into the model, reusing the messages whose text is as it was,
     /// and the body, checked.
     pub fn read<'a>(&mut self, body: Unchecked<'a>) -> Result<Read<'a, '_>, Unreadable> {

@@ -67,7 +67,7 @@ pub async fn compact(
     bytes: Bytes,
     log: &mut RequestLog,
 ) -> Prepared {
-    if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list(&bytes)) {
+    if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list()) {
         app.known.keep(first, list);
     }
     let dialect = request.wire.dialect();

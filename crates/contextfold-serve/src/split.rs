@@ -13,7 +13,7 @@
 //! caller then reads the text with a full parser, which also says where it is wrong. The
 //! slices it returns start and end at ASCII bytes, so they lie on character boundaries.
 
-use crate::known::KnownList;
+use crate::known::{KnownList, Shared};
 use memchr::memchr2;
 use std::sync::Arc;
 
@@ -36,13 +36,10 @@ pub struct Object<'a> {
     pub list: &'a str,
     /// The array's entries, in order, each without the whitespace around it.
     pub entries: Vec<&'a str>,
-    /// How many of the first entries are byte for byte a known list's (see [`array_at`]),
-    /// and that list.
+    /// How many of the first entries are a known list's (see [`array_at`]), and that list.
     pub known: Option<Shared>,
 }
 
-/// How many of a list's first entries are byte for byte a known list's, and that list.
-pub type Shared = (usize, Arc<KnownList>);
 
 /// The object `text` holds (whitespace around it allowed), its field keyed `list` (written
 /// without escapes) split into entries as the object is read; `None` when its structure is
@@ -102,11 +99,10 @@ pub fn array_entries(text: &str) -> Option<Vec<&str>> {
 }
 
 /// The entries of the array that opens at `start`, where it ends, and how many of its first
-/// entries are byte for byte those of the list `known` gives for its first entry (and that
-/// list). Those are
-/// taken from the known list's spans without a scan: where the bytes from `start` are the
-/// known list's, a scan would find what it found, and the scan goes on from the first entry
-/// that does not end (with its separator) inside the bytes they share.
+/// entries are those of the list `known` gives for its first entry (and that list). Those
+/// are taken from the known list's spans without a scan: where the bytes from `start` are
+/// the known list's ([`KnownList::shared`]), a scan would find what it found, and the scan
+/// goes on from the first entry that is not shared.
 fn array_at<'a>(
     bytes: &[u8],
     text: &'a str,
@@ -123,16 +119,14 @@ fn array_at<'a>(
     }
     let mut same = None;
     if let Some(prior) = known(text.get(at..value_end(bytes, at)?)?) {
-        let shared = common_prefix(bytes.get(start..)?, prior.bytes());
+        let shared = prior.shared(bytes.get(start..)?);
         let spans = prior.entries();
-        // Entry j is the known one when entry j + 1 starts inside the shared bytes.
-        let count = spans.iter().skip(1).take_while(|next| next.span.0 <= shared).count();
-        if count > 0 {
-            for entry in &spans[..count] {
+        if shared.entries > 0 {
+            for entry in &spans[..shared.entries] {
                 entries.push(text.get(start + entry.span.0..start + entry.span.1)?);
             }
-            at = start + spans[count].span.0;
-            same = Some((count, prior));
+            at = start + spans[shared.entries].span.0;
+            same = Some(shared);
         }
     }
     loop {
@@ -145,19 +139,6 @@ fn array_at<'a>(
             _ => return None,
         }
     }
-}
-
-/// How many bytes `a` and `b` share from their start.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let len = a.len().min(b.len());
-    let mut at = 0;
-    // Large blocks compare at memory speed; the last differing one is narrowed down.
-    for block in [4096, 64, 1] {
-        while at + block <= len && a[at..at + block] == b[at..at + block] {
-            at += block;
-        }
-    }
-    at
 }
 
 /// The first byte at or after `at` that is not JSON whitespace.

@@ -12,8 +12,7 @@
 //! split or check fails is read again by the full parser, so that it is refused as it would
 //! have been without the shortcut, with the same error.
 
-use crate::known::{entry_key, EntryKey, KnownEntry, KnownList};
-use bytes::Bytes;
+use crate::known::{entry_key, EntryKey, KnownEntry, KnownList, Shared};
 mod parser;
 
 use serde::de::IgnoredAny;
@@ -66,6 +65,8 @@ pub struct RequestBody<'a> {
     keys: Vec<EntryKey>,
     /// Where the list lies in the body, in bytes.
     span: (usize, usize),
+    /// How much of the list repeats the conversation's last, whose hashes it reuses.
+    shared: Option<Shared>,
 }
 
 impl<'a> RequestBody<'a> {
@@ -88,7 +89,7 @@ impl<'a> RequestBody<'a> {
     fn parse_text(text: &'a str, list: &'static str) -> Result<RequestBody<'a>, BodyError> {
         let parser::Parsed { fields, messages, span } = parser::read(text, list)?;
         let keys = messages.iter().map(|entry| entry_key(entry)).collect();
-        Ok(RequestBody { text, fields, messages, keys, span })
+        Ok(RequestBody { text, fields, messages, keys, span, shared: None })
     }
 
     /// Whether the client asked for a stream (`"stream": true`).
@@ -117,18 +118,19 @@ impl<'a> RequestBody<'a> {
         self.messages.iter().map(|raw| serde_json::from_str(raw).unwrap_or(Value::Null)).collect()
     }
 
-    /// The list as a [`KnownList`] kept in `bytes` (the body's own bytes), for the next
-    /// request that repeats it; `None` for an empty list or other bytes.
-    pub fn known_list(&self, bytes: &Bytes) -> Option<KnownList> {
-        if bytes.as_ptr() != self.text.as_ptr() || self.messages.is_empty() {
+    /// The list as a [`KnownList`], for the next request that repeats it; `None` for an
+    /// empty list.
+    pub fn known_list(&self) -> Option<KnownList> {
+        if self.messages.is_empty() {
             return None;
         }
-        let (start, _) = self.span;
+        let (start, end) = self.span;
         let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
         let entries = self.messages.iter().zip(&self.keys);
         let entries =
             entries.map(|(entry, &key)| KnownEntry { span: (from_start(entry), from_start(entry) + entry.len()), key });
-        Some(KnownList::new(bytes.clone(), start, entries.collect()))
+        let list = self.text.as_bytes().get(start..end).unwrap_or_default();
+        Some(KnownList::new(list, entries.collect(), self.shared.as_ref()))
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -243,13 +245,14 @@ fn split<'a>(
         fields.push((key, serde_json::from_str::<&RawValue>(field.value).ok()?));
     }
     let start = object.list.as_ptr() as usize - text.as_ptr() as usize;
-    let (known, prior) = object.known.map_or((0, None), |(count, prior)| (count, Some(prior)));
+    let known = object.known.as_ref().map_or(0, |shared| shared.entries);
     // The keys of the known entries are the known list's; only the others are hashed.
-    let shared = prior.as_ref().map_or(&[][..], |prior| &prior.entries()[..known]);
+    let shared = object.known.as_ref().map_or(&[][..], |shared| &shared.list.entries()[..known]);
     let keys = shared.iter().map(|entry| entry.key);
     let keys = keys.chain(object.entries[known..].iter().map(|entry| entry_key(entry))).collect();
     let span = (start, start + object.list.len());
-    Some((RequestBody { text, fields, messages: object.entries, keys, span }, known))
+    let body = RequestBody { text, fields, messages: object.entries, keys, span, shared: object.known };
+    Some((body, known))
 }
 
 /// `messages` written as one JSON array: each item's text as given, comma-separated.
@@ -268,6 +271,7 @@ pub fn join_messages<'t>(items: impl IntoIterator<Item = std::borrow::Cow<'t, st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn splicing_keeps_every_other_byte() {
@@ -295,7 +299,7 @@ mod tests {
             Bytes::from(format!("{{\"model\":\"m\",\"messages\":[{}],\"stream\":true}}", messages.join(", ")))
         };
         let before = body(5);
-        let known = RequestBody::parse_list(&before, "messages").unwrap().known_list(&before).map(Arc::new);
+        let known = RequestBody::parse_list(&before, "messages").unwrap().known_list().map(Arc::new);
         let after = body(7);
         let split = Unchecked::read(&after, "messages", |first| {
             assert_eq!(first, message(0));
@@ -333,6 +337,7 @@ mod tests {
 
     mod properties {
         use super::super::*;
+        use bytes::Bytes;
         use proptest::prelude::*;
 
         /// JSON values written with arbitrary spacing and escapes.
@@ -429,7 +434,7 @@ mod tests {
             ) {
                 let bytes = Bytes::from(body);
                 let prior = RequestBody::parse_list(&bytes, "messages").unwrap();
-                let known = prior.known_list(&bytes).map(Arc::new);
+                let known = prior.known_list().map(Arc::new);
                 let grown = prior.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
                     .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
                 let mut next = prior.splice(&join_messages(grown)).into_bytes();
@@ -440,6 +445,35 @@ mod tests {
                 let parser = RequestBody::parse_list(&next, "messages");
                 let split = Unchecked::read(&next, "messages", |_| known.clone()).and_then(Unchecked::check);
                 prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
+            }
+
+            /// Lists kept one after another, each taking the hashes of the one before that it
+            /// repeats, change nothing that is read either.
+            #[test]
+            fn a_chain_of_known_lists_changes_nothing_that_is_read(
+                body in body(),
+                rounds in prop::collection::vec(
+                    (prop::collection::vec(value(), 0..3), any::<prop::sample::Index>(), prop::sample::select(b"{}[]\",:\\ 0a".to_vec()), any::<bool>()),
+                    1..5,
+                ),
+            ) {
+                let mut bytes = body.into_bytes();
+                let mut known: Option<Arc<KnownList>> = None;
+                for (more, at, byte, change) in rounds {
+                    let read = Unchecked::read(&bytes, "messages", |_| known.clone()).and_then(Unchecked::check);
+                    let parser = RequestBody::parse_list(&bytes, "messages");
+                    prop_assert_eq!(read.as_ref().map(seen), parser.as_ref().map(seen));
+                    let Ok(read) = read else { break };
+                    known = read.known_list().map(Arc::new).or(known);
+                    let grown = read.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
+                        .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
+                    let mut next = read.splice(&join_messages(grown)).into_bytes();
+                    if change {
+                        let at = at.index(next.len());
+                        next[at] = byte;
+                    }
+                    bytes = next;
+                }
             }
 
             #[test]

@@ -210,9 +210,11 @@ async fn the_metrics_say_what_the_log_lines_and_the_totals_say() {
     assert!(metrics["contextfold_added_latency_seconds_sum"] > 0.0);
     assert_eq!(metrics["contextfold_store_errors_total"], 0.0);
     assert_eq!(metrics["contextfold_conversations_held"], 1.0);
-    // The conversation's last body is held, to split its next request against.
+    // The conversation's last messages are held, read, and what splits the next request.
     let held = metrics["contextfold_bytes_held"];
-    assert!(held > 10_000.0 && held < agent.body(false).len() as f64, "{held}");
+    let body: Value = serde_json::from_str(&agent.body(false)).unwrap();
+    let messages = body["messages"].to_string().len() as f64;
+    assert!(held > messages / 2.0 && held < messages * 1.1, "{held} of {messages}");
     notice(&format!(
         "/metrics after {requests} requests ({by_action:?} in the conversation's lines): {}",
         totals.line()
