@@ -14,8 +14,8 @@
 //! read) are never evicted.
 
 use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
-use crate::extract::clip_chars;
 use crate::hash::{payload_ref, StableHasher};
+use crate::text::clip_chars;
 use crate::tokens::{count_block, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD};
 use crate::tools::{classify, Action, ActionKind, Preset};
 use serde::Serialize;
@@ -580,8 +580,8 @@ fn offload(
             let reference =
                 crate::clip::clipped_original_ref(&text).map_or_else(|| payload_ref(&payload), str::to_string);
             let lines = text.lines().count();
-            let failed = matches!(crate::extract::outcome(result), crate::extract::Outcome::Failed(_));
-            let failure = failed.then(|| crate::extract::error_line(&text));
+            let failed = matches!(crate::text::outcome(result), crate::text::Outcome::Failed(_));
+            let failure = failed.then(|| crate::text::error_line(&text));
             let pointed = Pointed {
                 tool: &choice.tool,
                 action: &choice.action,

@@ -12,8 +12,9 @@
 
 use super::probe_set::ProbeSet;
 use super::probes::Interner;
-use contextfold_core::extract::{error_key, error_line, extract, outcome, Outcome};
+use contextfold_core::extract::{error_key, extract};
 use contextfold_core::probe::{probe_text, ProbeKind};
+use contextfold_core::text::{error_line, outcome, Outcome};
 use contextfold_core::tools::{classify, Preset};
 use contextfold_core::{Block, Message};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -3,7 +3,10 @@
 //!
 //! Two tallies: the headline from the independent probes (`core::probe::raw`, read from the
 //! raw blocks once per history message), and `extract_recall` from the facts `extract` finds
-//! in the folded messages ([`extract_probes`](super::extract_probes)).
+//! in the folded messages ([`extract_probes`](super::extract_probes)). The headline's probes
+//! read failures with rules of their own on purpose, not through `core::text::error_line`
+//! and `outcome` as the summary's facts do: they are an independent judge of what a
+//! compaction kept.
 //!
 //! A check costs what changed, not the session's length. Each strategy keeps which history
 //! messages are folded ([`Folding`]); a check compares the request's fingerprints with the
