@@ -7,6 +7,7 @@
 //! restore the input's layout: a bare array stays an array, and say what the target format
 //! could not carry ([`lost`]).
 
+mod anthropic;
 pub mod claude_code;
 mod detect;
 pub mod lost;
@@ -337,6 +338,18 @@ pub fn write_with_losses(
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     Ok((text, lost))
+}
+
+/// What kind of JSON value `value` is, with its article ("a string"), for error messages.
+pub(crate) fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]
