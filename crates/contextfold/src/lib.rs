@@ -112,6 +112,7 @@
 pub mod cache;
 pub mod compactor;
 pub mod event;
+pub mod eviction;
 pub mod input;
 pub mod middleware;
 pub mod policy;

@@ -94,6 +94,14 @@ impl Payload {
         }
     }
 
+    /// Every payload an eviction or compaction removed, as `session` keeps them: the evicted
+    /// `items`, then the `clipped` outputs.
+    pub fn removed(session: &str, items: &[Offload], clipped: &[Clipped]) -> Vec<Payload> {
+        (items.iter().map(|item| Payload::from_offload(session, item)))
+            .chain(clipped.iter().map(|item| Payload::from_clipped(session, item)))
+            .collect()
+    }
+
     /// The full payload of a clipped block.
     pub fn from_clipped(session: &str, item: &Clipped) -> Payload {
         Payload {
