@@ -286,6 +286,40 @@ pub(crate) enum At {
     Position(usize),
 }
 
+/// One write of [`SessionStore::persist_compaction`]; [`compaction_writes`] gives them in
+/// the order every store makes them, in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CompactionWrite<'a> {
+    /// The history, stored as by [`SessionStore::append_messages`].
+    History(&'a [Message]),
+    /// A removed payload.
+    Payload(&'a Payload),
+    /// The summary written.
+    Summary(&'a Summary),
+    /// The compaction's report.
+    Report(&'a Value),
+    /// The session's time of last update.
+    Touch,
+}
+
+/// The writes that store a compaction of `session`: its history, payloads, summary, report,
+/// then the session's time of update; an error when a payload is another session's.
+pub(crate) fn compaction_writes<'a>(
+    session: &str,
+    messages: &'a [Message],
+    payloads: &'a [Payload],
+    summary: Option<&'a Summary>,
+    report: &'a Value,
+) -> Result<Vec<CompactionWrite<'a>>, StoreError> {
+    check_payload_sessions(session, payloads)?;
+    let mut writes = vec![CompactionWrite::History(messages)];
+    writes.extend(payloads.iter().map(CompactionWrite::Payload));
+    writes.extend(summary.map(CompactionWrite::Summary));
+    writes.push(CompactionWrite::Report(report));
+    writes.push(CompactionWrite::Touch);
+    Ok(writes)
+}
+
 /// The hash of a summary's input: the summary it updates (if any) and the messages it folds,
 /// as the summarizer was given them. Two summaries of the same input share it, so a store
 /// keeps the latest of each summarizer ([`SessionStore::put_summary`]).

@@ -22,8 +22,8 @@ pub(in crate::store) use pool::describe;
 pub(in crate::store) use pool::Failure;
 
 use super::{
-    check_payload_sessions, decode_json, encode_json, message_from_stored, new_session_id, now_secs, Appended, At, Hit,
-    HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
+    compaction_writes, decode_json, encode_json, message_from_stored, new_session_id, now_secs, Appended, At,
+    CompactionWrite, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
 use blocking::Driver;
@@ -233,17 +233,22 @@ impl SessionStore for PostgresStore {
         summary: Option<&Summary>,
         report: &Value,
     ) -> Result<Appended, StoreError> {
-        check_payload_sessions(session, payloads)?;
+        let writes = compaction_writes(session, messages, payloads, summary, report)?;
         self.write(async |transaction| {
-            let appended = append_in(transaction, session, messages, At::Aligned).await?;
-            for payload in payloads {
-                put_payload_in(transaction, payload).await?;
+            let mut appended = Appended::default();
+            for write in &writes {
+                match *write {
+                    CompactionWrite::History(messages) => {
+                        appended = append_in(transaction, session, messages, At::Aligned).await?
+                    }
+                    CompactionWrite::Payload(payload) => {
+                        put_payload_in(transaction, payload).await?;
+                    }
+                    CompactionWrite::Summary(summary) => put_summary_in(transaction, session, summary).await?,
+                    CompactionWrite::Report(report) => put_report_in(transaction, session, report).await?,
+                    CompactionWrite::Touch => touch(transaction, session).await?,
+                }
             }
-            if let Some(summary) = summary {
-                put_summary_in(transaction, session, summary).await?;
-            }
-            put_report_in(transaction, session, report).await?;
-            touch(transaction, session).await?;
             Ok(appended)
         })
     }

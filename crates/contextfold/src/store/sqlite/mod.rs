@@ -16,9 +16,9 @@ mod schema;
 mod shm;
 
 use super::{
-    aligned_prefix, check_payload_sessions, decode_json, encode_json, log_gap, message_from_stored, message_hash,
-    message_text, new_session_id, now_secs, searchable_text, shape_name, Appended, At, Hit, HitLocation, Payload,
-    SessionId, SessionInfo, SessionStore, StoreError, Summary,
+    aligned_prefix, compaction_writes, decode_json, encode_json, log_gap, message_from_stored, message_hash,
+    message_text, new_session_id, now_secs, searchable_text, shape_name, Appended, At, CompactionWrite, Hit,
+    HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;
@@ -423,17 +423,22 @@ impl SessionStore for SqliteStore {
         summary: Option<&Summary>,
         report: &Value,
     ) -> Result<Appended, StoreError> {
-        check_payload_sessions(session, payloads)?;
+        let writes = compaction_writes(session, messages, payloads, summary, report)?;
         self.write(|transaction| {
-            let appended = self.append_in(transaction, session, messages, At::Aligned)?;
-            for payload in payloads {
-                self.put_payload_in(transaction, payload)?;
+            let mut appended = Appended::default();
+            for write in &writes {
+                match *write {
+                    CompactionWrite::History(messages) => {
+                        appended = self.append_in(transaction, session, messages, At::Aligned)?
+                    }
+                    CompactionWrite::Payload(payload) => {
+                        self.put_payload_in(transaction, payload)?;
+                    }
+                    CompactionWrite::Summary(summary) => self.put_summary_in(transaction, session, summary)?,
+                    CompactionWrite::Report(report) => self.put_report_in(transaction, session, report)?,
+                    CompactionWrite::Touch => touch(transaction, session).map_err(|err| self.sql(err))?,
+                }
             }
-            if let Some(summary) = summary {
-                self.put_summary_in(transaction, session, summary)?;
-            }
-            self.put_report_in(transaction, session, report)?;
-            touch(transaction, session).map_err(|err| self.sql(err))?;
             Ok(appended)
         })
     }
