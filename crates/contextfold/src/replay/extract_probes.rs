@@ -10,8 +10,7 @@
 //! Pairing a result with its call once is only exact when every call id is used once;
 //! [`ExtractFacts::exact`] says so, and a session where one repeats is checked from scratch.
 
-use super::probe_set::ProbeSet;
-use super::probes::Interner;
+use super::probe_set::{Interner, ProbeSet};
 use contextfold_core::extract::{error_key, extract};
 use contextfold_core::probe::{probe_text, ProbeKind};
 use contextfold_core::text::{error_line, outcome, Outcome};
