@@ -11,10 +11,9 @@
 //! stored, never a secret or anything computed from one. A secret found nowhere in the
 //! request stays masked.
 
-use crate::state::Record;
 use contextfold::redact::Redactor;
 use contextfold_core::hash::hash_bytes;
-use contextfold_core::{Message, System};
+use contextfold_core::{Conversation, Message, System};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -137,6 +136,12 @@ impl Secrets {
     }
 }
 
+/// The frame of `system` and `tools`: the request without its messages, as a record
+/// stores it and as secrets are found in it.
+pub fn frame(system: Option<&System>, tools: Option<&[Value]>) -> Value {
+    Conversation { system: system.cloned(), tools: tools.map(<[Value]>::to_vec), ..Conversation::default() }.to_value()
+}
+
 /// A request's strings, each part turned into JSON once, when first searched.
 struct Search<'r> {
     request: Request<'r>,
@@ -151,7 +156,7 @@ impl<'r> Search<'r> {
 
     fn frame(&mut self) -> &Value {
         let request = self.request;
-        self.frame.get_or_insert_with(|| Record::frame(request.system, request.tools))
+        self.frame.get_or_insert_with(|| frame(request.system, request.tools))
     }
 
     fn message(&mut self, index: usize) -> Option<&Value> {
