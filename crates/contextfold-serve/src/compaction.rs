@@ -77,8 +77,8 @@ pub struct Request<'r> {
 
 impl<'r> Request<'r> {
     /// The parts a stored record's secrets are found in and taken from.
-    fn secrets(&self) -> secrets::Request<'r> {
-        secrets::Request { messages: self.messages, system: self.system, tools: self.tools }
+    fn secrets(&self) -> secrets::Sources<'r> {
+        secrets::Sources { messages: self.messages, system: self.system, tools: self.tools }
     }
 }
 
@@ -224,7 +224,7 @@ impl ConversationState {
     }
 
     /// The record of this state, for the store, sealed with the secrets of `request`.
-    async fn record(&mut self, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
+    async fn record(&mut self, request: Option<secrets::Sources<'_>>) -> Result<Vec<u8>, String> {
         let record = Record {
             session: self.session.clone(),
             window: self.window,
@@ -243,7 +243,7 @@ impl ConversationState {
         store: &ProxyStore,
         key: &str,
         expected: u64,
-        request: Option<secrets::Request<'_>>,
+        request: Option<secrets::Sources<'_>>,
     ) -> Result<Put, StoreError> {
         let bytes = self.record(request).await.map_err(|why| {
             tracing::warn!(error = %why, "contextfold serve: the conversation's state could not be written down");
