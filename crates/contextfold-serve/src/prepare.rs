@@ -1,14 +1,14 @@
 //! The path every request that carries a conversation takes, whatever its API: the checks
 //! that send it as it came, then its conversation's state, its compaction, and the bytes that
 //! go upstream (the client's, or its body with only the list replaced), each step noted in
-//! the request's log line. An API's module only reads its body into a [`Request`] and an
+//! the request's log line. An API's module only reads its body into an [`Incoming`] and an
 //! [`Identity`].
 
 use crate::app::App;
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::branches::Branches;
 use crate::calls::Recorder;
-use crate::compaction::{self, Outcome, Place, Request};
+use crate::compaction::{self, Incoming, Outcome, Place};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
 use crate::session::Identity;
@@ -62,7 +62,7 @@ fn is_identity(encoding: &[u8]) -> bool {
 pub async fn compact(
     app: &App,
     identity: Identity,
-    request: Request<'_>,
+    request: Incoming<'_>,
     parsed: &RequestBody<'_>,
     bytes: Bytes,
     log: &mut RequestLog,

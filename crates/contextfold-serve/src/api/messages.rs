@@ -4,7 +4,7 @@
 
 use crate::app::App;
 use crate::body::{join_messages, RequestBody};
-use crate::compaction::{Request, Wire};
+use crate::compaction::{Incoming, Wire};
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
@@ -85,7 +85,7 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
         .join(",");
     let model = parsed.value("model");
     let wire = MessagesWire { raw: parsed.raw_messages() };
-    let request = Request {
+    let request = Incoming {
         messages,
         chain,
         wire: &wire,

@@ -11,7 +11,7 @@
 
 use crate::app::App;
 use crate::body::{join_messages, RequestBody};
-use crate::compaction::{Request, Wire};
+use crate::compaction::{Incoming, Wire};
 use crate::log::RequestLog;
 use crate::prepare::{compact, Prepared};
 use crate::session::{identify_openai, Identity};
@@ -44,7 +44,7 @@ pub async fn compact_read(
     let identity = identity(parts, parsed, conversation.system.as_ref(), &conversation.messages);
     let model = parsed.value("model");
     let chain = HistoryChain::of(&conversation.messages);
-    let request = Request {
+    let request = Incoming {
         messages: &conversation.messages,
         chain: &chain,
         wire,
