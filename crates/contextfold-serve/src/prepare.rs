@@ -19,14 +19,14 @@ use bytes::Bytes;
 use contextfold::store::Put;
 
 /// The body to send, and what to learn from its answer.
-pub type Prepared = (Bytes, Option<Observer>);
+pub type Outbound = (Bytes, Option<Observer>);
 
 /// A body opened for its conversation.
 pub enum Opened<'b> {
     /// Read, for the API's module to go on; its entries are checked by the module.
     Read(Unchecked<'b>),
     /// To be sent as it came (compressed, or compaction turned off).
-    Send(Prepared),
+    Send(Outbound),
 }
 
 /// Reads the client's body for its conversation (`list` is `messages` or `input`); an error
@@ -66,7 +66,7 @@ pub async fn compact(
     parsed: &RequestBody<'_>,
     bytes: Bytes,
     log: &mut RequestLog,
-) -> Prepared {
+) -> Outbound {
     if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list(&bytes)) {
         app.known.keep(first, list);
     }
@@ -137,7 +137,7 @@ pub async fn compact(
 }
 
 /// Records that `bytes` go out as they came, and why; nothing is learnt from the answer.
-pub fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Prepared {
+pub fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Outbound {
     app.stats.count(Action::Untouched);
     log.action = Action::Untouched;
     log.note = Some(why.to_string());
