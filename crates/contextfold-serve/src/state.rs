@@ -33,8 +33,7 @@ pub struct Record {
 impl Record {
     /// The frame of `system` and `tools`.
     pub fn frame(system: Option<&System>, tools: Option<&[Value]>) -> Value {
-        Conversation { system: system.cloned(), tools: tools.map(<[Value]>::to_vec), ..Conversation::default() }
-            .to_value()
+        secrets::frame(system, tools)
     }
 
     /// The system prompt and tools of the frame.
