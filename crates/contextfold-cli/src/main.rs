@@ -11,6 +11,8 @@ mod config_file;
 mod output;
 mod plot;
 mod progress;
+#[cfg(test)]
+mod reference;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -7,7 +7,8 @@
 //! facts are appended in a short "Preserved facts" section, so an LLM summary that dropped
 //! them cannot lose them.
 
-use crate::extract::{clip_chars, Facts};
+use crate::extract::Facts;
+use crate::text::clip_chars;
 use serde::Serialize;
 
 /// The heading of the section that carries facts an LLM summary left out.

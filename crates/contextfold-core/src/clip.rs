@@ -13,8 +13,8 @@
 //! changes nothing.
 
 use crate::conversation::{Block, Conversation, ToolResultContent, ToolUse};
-use crate::extract::{clip_chars, error_line, outcome, Outcome};
 use crate::hash::payload_ref;
+use crate::text::{clip_chars, error_line, outcome, Outcome};
 use crate::tokens::{count_block, TokenCounter, BLOCK_OVERHEAD};
 use crate::tools::{classify, ActionKind, Preset};
 use serde::Serialize;

@@ -6,9 +6,10 @@
 //! nesting summaries of summaries. Trimming drops the oldest bullets first, but never the
 //! user's first request.
 
-use crate::extract::{clip_chars, strip_list_marker, Facts, Outcome};
+use crate::extract::Facts;
 use crate::harness::harness_family;
 use crate::summary::SUMMARY_PREFIX;
+use crate::text::{clip_chars, strip_list_marker, Outcome};
 use crate::tokens::TokenCounter;
 use std::collections::HashSet;
 

@@ -42,6 +42,7 @@ pub mod repair;
 pub mod runners;
 pub mod stats;
 pub mod summary;
+pub mod text;
 pub mod thinking;
 pub mod tokens;
 pub mod tools;

@@ -11,7 +11,7 @@
 
 use crate::boundary::boundaries;
 use crate::conversation::{Block, Message, Role, ToolResultContent, ToolUse};
-use crate::extract::clip_chars;
+use crate::text::clip_chars;
 use crate::tokens::TokenCounter;
 use std::collections::HashMap;
 use std::fmt::Write as _;

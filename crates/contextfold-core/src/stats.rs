@@ -4,7 +4,7 @@
 //! `--json` shape of `contextfold stats`.
 
 use crate::conversation::{Block, Conversation, Role};
-use crate::extract::first_line;
+use crate::text::first_line;
 use crate::tokens::{count_block, count_system, count_tools, TokenCounter, MESSAGE_OVERHEAD};
 use crate::validate::{validate, warnings, Problem};
 use serde::Serialize;

@@ -11,7 +11,8 @@
 //! another system message, and text only. Roles alternate between the user and assistant
 //! messages around them.
 
-use crate::conversation::{describe, Block, Conversation, Message, Role, ToolResult, ToolResultContent};
+use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent};
+use crate::format::describe;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 

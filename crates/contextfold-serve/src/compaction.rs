@@ -58,7 +58,7 @@ pub trait Wire: Sync {
 
 /// One request of a conversation, as the compaction needs it.
 #[derive(Clone, Copy)]
-pub struct Request<'r> {
+pub struct Incoming<'r> {
     /// The client's messages.
     pub messages: &'r [Message],
     /// Their chain, which says which branch of the conversation they continue.
@@ -75,10 +75,10 @@ pub struct Request<'r> {
     pub betas: &'r str,
 }
 
-impl<'r> Request<'r> {
+impl<'r> Incoming<'r> {
     /// The parts a stored record's secrets are found in and taken from.
-    fn secrets(&self) -> secrets::Request<'r> {
-        secrets::Request { messages: self.messages, system: self.system, tools: self.tools }
+    fn secrets(&self) -> secrets::Sources<'r> {
+        secrets::Sources { messages: self.messages, system: self.system, tools: self.tools }
     }
 }
 
@@ -187,7 +187,7 @@ impl ConversationState {
 
     /// The state of a conversation that starts with `request`; with a `store`, its
     /// compactions are kept there in a new session called `name`.
-    async fn new(place: Place<'_>, request: &Request<'_>) -> ConversationState {
+    async fn new(place: Place<'_>, request: &Incoming<'_>) -> ConversationState {
         let mut session = None;
         if let Some(store) = place.store {
             // On failure (logged by the store) its compactions go unstored.
@@ -207,7 +207,7 @@ impl ConversationState {
         settings: &Settings,
         store: &ProxyStore,
         stored: &StoredState,
-        request: &Request<'_>,
+        request: &Incoming<'_>,
     ) -> Result<ConversationState, String> {
         let mut secrets = Secrets::default();
         let record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
@@ -224,7 +224,7 @@ impl ConversationState {
     }
 
     /// The record of this state, for the store, sealed with the secrets of `request`.
-    async fn record(&mut self, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
+    async fn record(&mut self, request: Option<secrets::Sources<'_>>) -> Result<Vec<u8>, String> {
         let record = Record {
             session: self.session.clone(),
             window: self.window,
@@ -243,7 +243,7 @@ impl ConversationState {
         store: &ProxyStore,
         key: &str,
         expected: u64,
-        request: Option<secrets::Request<'_>>,
+        request: Option<secrets::Sources<'_>>,
     ) -> Result<Put, StoreError> {
         let bytes = self.record(request).await.map_err(|why| {
             tracing::warn!(error = %why, "contextfold serve: the conversation's state could not be written down");
@@ -312,7 +312,7 @@ pub struct Place<'a> {
 /// Brings `branches` up to the store's version of the conversation: when another process
 /// wrote a newer record and it is the branch `request` continues, it is held in place of this
 /// process's (its secrets taken from `request`); a record of another branch is only noted.
-async fn refresh(branches: &mut Branches, place: Place<'_>, store: &ProxyStore, request: &Request<'_>) {
+async fn refresh(branches: &mut Branches, place: Place<'_>, store: &ProxyStore, request: &Incoming<'_>) {
     // On failure (logged by the store) it goes on from memory.
     let Ok(version) = store.version(place.key).await else { return };
     if version == 0 || version == branches.version {
@@ -334,7 +334,7 @@ const ATTEMPTS: usize = 3;
 /// Decides what to send for `request`, with the branch of the conversation it continues
 /// (created when it continues none, or read from the store when another process went on
 /// with it).
-pub async fn prepare(branches: &mut Branches, place: Place<'_>, request: &Request<'_>) -> (Outcome, CallId) {
+pub async fn prepare(branches: &mut Branches, place: Place<'_>, request: &Incoming<'_>) -> (Outcome, CallId) {
     let Some(store) = place.store else {
         let (outcome, call, _) = prepare_once(branches, place, request).await;
         return (outcome, call);
@@ -385,7 +385,7 @@ fn not_stored(outcome: Outcome, why: &str) -> Outcome {
 
 /// Decides what to send for `request` with the branch it continues, or a new one; and
 /// whether the branch is new.
-async fn prepare_once(branches: &mut Branches, place: Place<'_>, request: &Request<'_>) -> (Outcome, CallId, bool) {
+async fn prepare_once(branches: &mut Branches, place: Place<'_>, request: &Incoming<'_>) -> (Outcome, CallId, bool) {
     let (state, fresh) = match branches.take_continued(request.chain) {
         Some(state) => (state, false),
         None => (ConversationState::new(place, request).await, true),

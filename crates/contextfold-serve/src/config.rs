@@ -3,6 +3,7 @@
 use contextfold::compactor::{Compactor, Strategy};
 use contextfold::middleware::DEFAULT_TARGET;
 use contextfold::store::StoreLocation;
+use reqwest::Url;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -248,8 +249,38 @@ impl ServeConfig {
         if self.reserve >= window {
             return Err(ConfigError::Reserve { window, reserve: self.reserve });
         }
-        crate::forward::upstream_url(&self.upstream)?;
-        crate::forward::upstream_url(&self.upstream_openai)?;
+        upstream_url(&self.upstream)?;
+        upstream_url(&self.upstream_openai)?;
         Ok(())
+    }
+}
+/// Checks the upstream base URL: http or https, a host, no credentials, no query.
+pub(crate) fn upstream_url(text: &str) -> Result<Url, ConfigError> {
+    let bad = |why: &str| ConfigError::Upstream { url: shown_url(text), why: why.to_string() };
+    let url = Url::parse(text).map_err(|err| bad(&err.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("it must start with http:// or https://"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("it names no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("it must not hold credentials (clients send their own keys)"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("it must not have a query or fragment"));
+    }
+    Ok(url)
+}
+
+/// `text` without any credentials it holds, for error messages.
+pub(crate) fn shown_url(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) => "(not a URL)".to_string(),
     }
 }

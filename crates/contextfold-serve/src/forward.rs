@@ -7,43 +7,12 @@
 //! path such as `//elsewhere` stays on the upstream). Redirects are relayed to the client,
 //! never followed: following one would send the client's key wherever it pointed.
 
-use crate::config::{ConfigError, ServeConfig};
+use crate::config::{shown_url, upstream_url, ConfigError, ServeConfig};
 use crate::error::ProxyError;
 use axum::http::{HeaderMap, Method};
 use bytes::Bytes;
 use reqwest::Url;
 use std::time::Duration;
-
-/// Checks the upstream base URL: http or https, a host, no credentials, no query.
-pub fn upstream_url(text: &str) -> Result<Url, ConfigError> {
-    let bad = |why: &str| ConfigError::Upstream { url: shown(text), why: why.to_string() };
-    let url = Url::parse(text).map_err(|err| bad(&err.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(bad("it must start with http:// or https://"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(bad("it names no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad("it must not hold credentials (clients send their own keys)"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("it must not have a query or fragment"));
-    }
-    Ok(url)
-}
-
-/// `text` without any credentials it holds, for error messages.
-fn shown(text: &str) -> String {
-    match Url::parse(text) {
-        Ok(mut url) => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.to_string()
-        }
-        Err(_) => "(not a URL)".to_string(),
-    }
-}
 
 /// The upstream API and how to reach it.
 #[derive(Debug, Clone)]
@@ -81,7 +50,8 @@ impl Upstream {
         if crate::headers::is_loopback_name(host) {
             builder = builder.no_proxy();
         }
-        let client = builder.build().map_err(|err| ConfigError::Upstream { url: shown(url), why: err.to_string() })?;
+        let client =
+            builder.build().map_err(|err| ConfigError::Upstream { url: shown_url(url), why: err.to_string() })?;
         let shown = base.as_str().trim_end_matches('/').to_string();
         Ok(Upstream { client, base, prefix, shown, timeout: config.upstream_timeout })
     }

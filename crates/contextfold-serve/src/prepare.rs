@@ -1,14 +1,14 @@
 //! The path every request that carries a conversation takes, whatever its API: the checks
 //! that send it as it came, then its conversation's state, its compaction, and the bytes that
 //! go upstream (the client's, or its body with only the list replaced), each step noted in
-//! the request's log line. An API's module only reads its body into a [`Request`] and an
+//! the request's log line. An API's module only reads its body into an [`Incoming`] and an
 //! [`Identity`].
 
 use crate::app::App;
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::branches::Branches;
 use crate::calls::Recorder;
-use crate::compaction::{self, Outcome, Place, Request};
+use crate::compaction::{self, Incoming, Outcome, Place};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
 use crate::session::Identity;
@@ -19,14 +19,14 @@ use bytes::Bytes;
 use contextfold::store::Put;
 
 /// The body to send, and what to learn from its answer.
-pub type Prepared = (Bytes, Option<Observer>);
+pub type Outbound = (Bytes, Option<Observer>);
 
 /// A body opened for its conversation.
 pub enum Opened<'b> {
     /// Read, for the API's module to go on; its entries are checked by the module.
     Read(Unchecked<'b>),
     /// To be sent as it came (compressed, or compaction turned off).
-    Send(Prepared),
+    Send(Outbound),
 }
 
 /// Reads the client's body for its conversation (`list` is `messages` or `input`); an error
@@ -62,11 +62,11 @@ fn is_identity(encoding: &[u8]) -> bool {
 pub async fn compact(
     app: &App,
     identity: Identity,
-    request: Request<'_>,
+    request: Incoming<'_>,
     parsed: &RequestBody<'_>,
     bytes: Bytes,
     log: &mut RequestLog,
-) -> Prepared {
+) -> Outbound {
     if let (Some(first), Some(list)) = (parsed.raw_messages().first(), parsed.known_list()) {
         app.known.keep(first, list);
     }
@@ -137,7 +137,7 @@ pub async fn compact(
 }
 
 /// Records that `bytes` go out as they came, and why; nothing is learnt from the answer.
-pub fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Prepared {
+pub fn untouched(app: &App, log: &mut RequestLog, why: &str, bytes: Bytes) -> Outbound {
     app.stats.count(Action::Untouched);
     log.action = Action::Untouched;
     log.note = Some(why.to_string());

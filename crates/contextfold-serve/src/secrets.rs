@@ -11,10 +11,9 @@
 //! stored, never a secret or anything computed from one. A secret found nowhere in the
 //! request stays masked.
 
-use crate::state::Record;
 use contextfold::redact::Redactor;
 use contextfold_core::hash::hash_bytes;
-use contextfold_core::{Message, System};
+use contextfold_core::{Conversation, Message, System};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -49,7 +48,7 @@ pub struct Place {
 
 /// The parts of a request secrets are taken from.
 #[derive(Clone, Copy)]
-pub struct Request<'r> {
+pub struct Sources<'r> {
     /// The client's messages.
     pub messages: &'r [Message],
     /// Its system prompt.
@@ -71,7 +70,7 @@ pub struct Secrets {
 impl Secrets {
     /// Masks every secret in the strings of `record`; returns the holes, each with where its
     /// secret is in `request` (or in a request seen before).
-    pub fn seal(&mut self, record: &mut Value, request: Option<Request<'_>>) -> Vec<Hole> {
+    pub fn seal(&mut self, record: &mut Value, request: Option<Sources<'_>>) -> Vec<Hole> {
         let redactor = Redactor::default();
         let mut search = request.map(Search::new);
         let mut holes = Vec::new();
@@ -118,7 +117,7 @@ impl Secrets {
 
     /// Puts back into `record` each secret of `holes` that `request` holds at its place,
     /// remembering where it was.
-    pub fn unseal(&mut self, record: &mut Value, holes: &[Hole], request: Request<'_>) {
+    pub fn unseal(&mut self, record: &mut Value, holes: &[Hole], request: Sources<'_>) {
         let mut search = Search::new(request);
         // Right to left within a string, so the offsets still before hold.
         let mut ordered: Vec<&Hole> = holes.iter().collect();
@@ -137,21 +136,27 @@ impl Secrets {
     }
 }
 
+/// The frame of `system` and `tools`: the request without its messages, as a record
+/// stores it and as secrets are found in it.
+pub fn frame(system: Option<&System>, tools: Option<&[Value]>) -> Value {
+    Conversation { system: system.cloned(), tools: tools.map(<[Value]>::to_vec), ..Conversation::default() }.to_value()
+}
+
 /// A request's strings, each part turned into JSON once, when first searched.
 struct Search<'r> {
-    request: Request<'r>,
+    request: Sources<'r>,
     frame: Option<Value>,
     messages: HashMap<usize, Value>,
 }
 
 impl<'r> Search<'r> {
-    fn new(request: Request<'r>) -> Search<'r> {
+    fn new(request: Sources<'r>) -> Search<'r> {
         Search { request, frame: None, messages: HashMap::new() }
     }
 
     fn frame(&mut self) -> &Value {
         let request = self.request;
-        self.frame.get_or_insert_with(|| Record::frame(request.system, request.tools))
+        self.frame.get_or_insert_with(|| frame(request.system, request.tools))
     }
 
     fn message(&mut self, index: usize) -> Option<&Value> {
@@ -249,7 +254,7 @@ mod tests {
                 "content": format!("ANTHROPIC_API_KEY={KEY}\nkey {AWS} and {AWS}\n")}]})),
         ];
         let system = System::Text(format!("export AWS_ACCESS_KEY_ID={AWS}"));
-        let request = Request { messages: &history, system: Some(&system), tools: None };
+        let request = Sources { messages: &history, system: Some(&system), tools: None };
         // A record quoting the history whole, a clipped part of a key, and a literal mask.
         let clipped = &KEY[..40];
         let original = json!({"working": [history[1].to_value(), {"text": format!("cut: {clipped}… [REDACTED:jwt]")}],
@@ -272,7 +277,7 @@ mod tests {
         // Another process, with the next request: the same history and one message more.
         let mut next = history.clone();
         next.push(message(json!({"role": "assistant", "content": "done"})));
-        let request = Request { messages: &next, system: Some(&system), tools: None };
+        let request = Sources { messages: &next, system: Some(&system), tools: None };
         let mut read: Value = serde_json::from_str::<(Value, Vec<Hole>)>(&stored).unwrap().0;
         Secrets::default().unseal(&mut read, &holes, request);
         assert_eq!(read, original);
@@ -283,7 +288,7 @@ mod tests {
         let first = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
         let mut secrets = Secrets::default();
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Request { messages: &first, system: None, tools: None }));
+        let holes = secrets.seal(&mut record, Some(Sources { messages: &first, system: None, tools: None }));
         assert_eq!(holes[0].from.as_ref().and_then(|place| place.message), Some(0));
         // The client rewrote its history: the key is now in its second message only.
         let edited = vec![
@@ -291,7 +296,7 @@ mod tests {
             message(json!({"role": "user", "content": format!("the key: {AWS}")})),
         ];
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Request { messages: &edited, system: None, tools: None }));
+        let holes = secrets.seal(&mut record, Some(Sources { messages: &edited, system: None, tools: None }));
         let place = holes[0].from.clone().expect("found");
         assert_eq!((place.message, place.start), (Some(1), 9));
     }
@@ -305,14 +310,14 @@ mod tests {
         assert_eq!(record["note"], "token [REDACTED:github-token]");
         let history = vec![message(json!({"role": "user", "content": "hello"}))];
         let mut read = record.clone();
-        Secrets::default().unseal(&mut read, &holes, Request { messages: &history, system: None, tools: None });
+        Secrets::default().unseal(&mut read, &holes, Sources { messages: &history, system: None, tools: None });
         assert_eq!(read, record);
     }
 
     #[test]
     fn holes_that_do_not_fit_are_left_alone() {
         let history = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
-        let request = Request { messages: &history, system: None, tools: None };
+        let request = Sources { messages: &history, system: None, tools: None };
         let place = Place { message: Some(0), path: "/content".into(), start: 4, end: 24 };
         let bad = [
             Hole { at: "/missing".into(), offset: 0, len: 3, from: Some(place.clone()) },

@@ -33,8 +33,7 @@ pub struct Record {
 impl Record {
     /// The frame of `system` and `tools`.
     pub fn frame(system: Option<&System>, tools: Option<&[Value]>) -> Value {
-        Conversation { system: system.cloned(), tools: tools.map(<[Value]>::to_vec), ..Conversation::default() }
-            .to_value()
+        secrets::frame(system, tools)
     }
 
     /// The system prompt and tools of the frame.
@@ -49,14 +48,14 @@ impl Record {
 
     /// Its bytes in the store: sealed, with where in `request` (or a request `secrets` saw
     /// before) each secret is.
-    pub fn to_bytes(&self, secrets: &mut Secrets, request: Option<secrets::Request<'_>>) -> Result<Vec<u8>, String> {
+    pub fn to_bytes(&self, secrets: &mut Secrets, request: Option<secrets::Sources<'_>>) -> Result<Vec<u8>, String> {
         let mut record = serde_json::to_value(self).map_err(|err| err.to_string())?;
         let holes = secrets.seal(&mut record, request);
         serde_json::to_vec(&Sealed { record, secrets: holes }).map_err(|err| err.to_string())
     }
 
     /// Reads bytes written by [`Record::to_bytes`], each secret taken from `request`.
-    pub fn from_bytes(bytes: &[u8], secrets: &mut Secrets, request: secrets::Request<'_>) -> Result<Record, String> {
+    pub fn from_bytes(bytes: &[u8], secrets: &mut Secrets, request: secrets::Sources<'_>) -> Result<Record, String> {
         let Sealed { mut record, secrets: holes } = serde_json::from_slice(bytes).map_err(|err| err.to_string())?;
         secrets.unseal(&mut record, &holes, request);
         serde_json::from_value(record).map_err(|err| err.to_string())

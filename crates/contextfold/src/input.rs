@@ -251,8 +251,13 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Parsed, LoadError> {
 
 /// [`load`] with `options`' limit and progress.
 pub fn load_with(path: &Path, format: Option<Format>, options: &ReadOptions<'_>) -> Result<Parsed, LoadError> {
-    let text = read_text_with(path, options)?;
-    format::parse(&text, format).map_err(|error| LoadError::Format { path: Shown(path.to_path_buf()), error })
+    parse(path, &read_text_with(path, options)?, format)
+}
+
+/// Parses `text`, read from `path`, as a conversation: `format`, or the one it looks like;
+/// an error names `path`.
+pub fn parse(path: &Path, text: &str, format: Option<Format>) -> Result<Parsed, LoadError> {
+    format::parse(text, format).map_err(|error| LoadError::Format { path: Shown(path.to_path_buf()), error })
 }
 
 /// Writes `conversation` to `path` (`-` for standard output) as `format`; a path ending in

@@ -112,6 +112,7 @@
 pub mod cache;
 pub mod compactor;
 pub mod event;
+pub mod eviction;
 pub mod input;
 pub mod middleware;
 pub mod policy;
@@ -141,3 +142,8 @@ pub use summarize::{Extractive, SummarizeError, Summarizer};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The user guide's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/library.md")]
+pub struct GuideLibraryDoctests;

@@ -3,14 +3,12 @@
 use crate::args::EvictArgs;
 use crate::output::{self, thousands};
 use anyhow::bail;
-use contextfold::core::clip::{clip, ClipConfig, Clipped};
-use contextfold::core::evict::{evict, EvictConfig, EvictReport, Offload, Reason};
-use contextfold::core::thinking::clear_thinking;
-use contextfold::core::tokens::{count_conversation, Memoized, TokenCounter};
+use contextfold::core::clip::ClipConfig;
+use contextfold::core::evict::EvictConfig;
+use contextfold::core::tokens::{Memoized, TokenCounter};
+use contextfold::eviction::{evict_conversation, EvictOptions, EvictionReport};
 use contextfold::input;
-use contextfold::store::{Origin, Payload, StoredCompaction};
-use serde::Serialize;
-use std::collections::BTreeMap;
+use contextfold::store::Origin;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -31,40 +29,17 @@ impl EvictArgs {
             ..EvictConfig::default()
         }
     }
-}
 
-/// The `--json` report: the eviction report, the thinking blocks cleared, what was clipped,
-/// and the stored session.
-#[derive(Serialize)]
-struct Report {
-    tokens_before: u64,
-    tokens_after: u64,
-    offloaded: usize,
-    by_reason: BTreeMap<Reason, usize>,
-    items: Vec<Offload>,
-    thinking_cleared: usize,
-    skipped: Option<String>,
-    pinned: Vec<String>,
-    clipped: Vec<Clipped>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    session: Option<String>,
-}
-
-impl Report {
-    fn new(evicted: EvictReport, thinking_cleared: usize, clipped: Vec<Clipped>) -> Report {
-        let EvictReport { tokens_before, tokens_after, offloaded, by_reason, items, skipped, pinned, .. } = evicted;
-        Report {
-            tokens_before,
-            tokens_after,
-            offloaded,
-            by_reason,
-            items,
-            thinking_cleared,
-            skipped,
-            pinned,
-            clipped,
-            session: None,
-        }
+    /// The eviction these arguments ask for: [`EvictArgs::config`], then clearing thinking
+    /// and clipping when asked.
+    pub fn options(&self) -> EvictOptions {
+        // 0 is the old spelling of no clipping, as in `compact`.
+        let clip = self.max_tool_output.filter(|&limit| limit > 0).map(|limit| ClipConfig {
+            preset: self.preset,
+            recall_tool: self.persist.recall_tool_name(),
+            ..ClipConfig::new(limit)
+        });
+        EvictOptions { evict: self.config(), keep_thinking_turns: self.keep_thinking_turns, clip }
     }
 }
 
@@ -83,43 +58,11 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.counting.tokenizer.counter()
     };
-    let mut report = evict(&mut parsed.conversation, &args.config(), counter);
-    // Clearing thinking removes blocks, so it is a step of its own, after eviction.
-    let thinking_cleared =
-        args.keep_thinking_turns.map_or(0, |turns| clear_thinking(&mut parsed.conversation.messages, turns));
-    if thinking_cleared > 0 {
-        report.tokens_after = count_conversation(counter, &parsed.conversation);
-    }
-    // 0 is the old spelling of no clipping, as in `compact`.
-    let clipped = match args.max_tool_output.filter(|&limit| limit > 0) {
-        Some(limit) => {
-            let clip_config = ClipConfig {
-                preset: args.preset,
-                recall_tool: args.persist.recall_tool_name(),
-                ..ClipConfig::new(limit)
-            };
-            let clipped = clip(&mut parsed.conversation, &clip_config, counter);
-            if !clipped.is_empty() {
-                report.tokens_after = count_conversation(counter, &parsed.conversation);
-            }
-            clipped
-        }
-        None => Vec::new(),
-    };
-    let mut report = Report::new(report, thinking_cleared, clipped);
+    let mut report = evict_conversation(&mut parsed.conversation, &args.options(), counter);
     if let (Some(persist), Some(original)) = (&persist, original) {
         let recording = persist.session_for(&args.file)?;
-        let payloads = (report.items.iter().map(|item| Payload::from_offload(&recording.session, item)))
-            .chain(report.clipped.iter().map(|item| Payload::from_clipped(&recording.session, item)))
-            .collect();
-        let stored = StoredCompaction {
-            origin: Some(Origin::new(&original, parsed.format, parsed.layout)),
-            history: original.messages,
-            payloads,
-            summary: None,
-            report: serde_json::to_value(&report)?,
-        };
-        persist.keep(&recording, stored)?;
+        let origin = Origin::new(&original, parsed.format, parsed.layout);
+        persist.keep(&recording, report.stored(&recording.session, original.messages, Some(origin))?)?;
         report.session = Some(recording.session);
     }
     // On a terminal without -o, a report and the shape of the result, as `compact` shows.
@@ -149,7 +92,7 @@ pub fn run(args: EvictArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// What was evicted and clipped, in one line with the reasons.
-fn summary_line(file: &str, report: &Report) -> String {
+fn summary_line(file: &str, report: &EvictionReport) -> String {
     let mut line = format!(
         "{file}: evicted {} payload(s): {} → {} tokens",
         report.offloaded,

@@ -68,8 +68,7 @@ fn load_showing(path: &Path, args: &InputArgs, progress: Option<&Progress>) -> R
     if let Some(progress) = progress {
         progress.phase("parsing");
     }
-    let parsed = contextfold::core::format::parse(&text, args.format)
-        .map_err(|error| input::LoadError::Format { path: input::Shown(path.to_path_buf()), error })?;
+    let parsed = input::parse(path, &text, args.format)?;
     for note in &parsed.notes {
         eprintln!("{}: note: {note}", input::Shown(path.to_path_buf()));
     }

@@ -188,7 +188,16 @@ fn compact_table_survives_long_non_ascii_file_names() {
 
 #[test]
 fn readme_states_the_defaults_and_fields_it_relies_on() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("the README reads");
+    // The README and the user guide it leads to.
+    let mut readme = std::fs::read_to_string(root().join("README.md")).expect("the README reads");
+    let mut pages: Vec<_> = std::fs::read_dir(root().join("docs/guide"))
+        .expect("the guide lists")
+        .map(|entry| entry.expect("a guide page").path())
+        .collect();
+    pages.sort();
+    for page in pages {
+        readme.push_str(&std::fs::read_to_string(&page).expect("a guide page reads"));
+    }
     // Sentences wrap across lines.
     let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     for needle in [

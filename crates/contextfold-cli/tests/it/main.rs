@@ -17,5 +17,6 @@ mod serve_faults_cli;
 mod serve_state_cli;
 mod store_cli;
 mod store_postgres_cli;
+mod tidy;
 mod ui_cli;
 mod wrap_cli;

@@ -34,7 +34,8 @@
 //!   merged, and a tool call whose result line was lost gets an error result saying so.
 
 use super::FormatError;
-use crate::conversation::{describe, Block, Conversation, Location, Message, Role};
+use crate::conversation::{Block, Conversation, Location, Message, Role};
+use crate::format::describe;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 

@@ -7,6 +7,7 @@
 //! restore the input's layout: a bare array stays an array, and say what the target format
 //! could not carry ([`lost`]).
 
+mod anthropic;
 pub mod claude_code;
 mod detect;
 pub mod lost;
@@ -16,7 +17,7 @@ mod surrogates;
 
 use crate::conversation::{Conversation, ModelError};
 use lost::Loss;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::fmt;
 use std::str::FromStr;
 
@@ -337,6 +338,42 @@ pub fn write_with_losses(
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     Ok((text, lost))
+}
+
+/// An Anthropic custom tool `{name, description, input_schema, …}` as the fields of an
+/// OpenAI function, added to `function`: `input_schema` becomes `parameters`, `type` and
+/// `cache_control` go, the rest stays. `None` when `tool` is not such a tool (a server tool,
+/// or one without a name or schema), which the writers pass on as it is.
+pub(crate) fn tool_as_function(tool: &Value, mut function: Map<String, Value>) -> Option<Map<String, Value>> {
+    let map = tool.as_object()?;
+    let custom = matches!(map.get("type").and_then(Value::as_str), None | Some("custom"));
+    if !custom || !map.get("name").is_some_and(Value::is_string) || !map.contains_key("input_schema") {
+        return None;
+    }
+    for (key, value) in map {
+        match key.as_str() {
+            "type" | "cache_control" => {}
+            "input_schema" => {
+                function.insert("parameters".into(), value.clone());
+            }
+            _ => {
+                function.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Some(function)
+}
+
+/// What kind of JSON value `value` is, with its article ("a string"), for error messages.
+pub(crate) fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]

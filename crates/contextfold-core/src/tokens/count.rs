@@ -8,7 +8,7 @@
 //! not counted (their framing cost is part of [`BLOCK_OVERHEAD`]).
 
 use super::media::{document_tokens, image_tokens};
-use super::TokenCounter;
+use super::{count_json, TokenCounter};
 use crate::conversation::{Block, Conversation, Message, System, ToolResultContent};
 use serde_json::Value;
 
@@ -88,12 +88,6 @@ pub fn count_conversation(counter: &dyn TokenCounter, conversation: &Conversatio
     conversation.system.as_ref().map_or(0, |system| count_system(counter, system))
         + conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools))
         + count_messages(counter, &conversation.messages)
-}
-
-/// Counts the compact JSON of `value` (`{"a":1}`), the form tool arguments travel in.
-pub(super) fn count_json(counter: &dyn TokenCounter, value: &Value) -> u64 {
-    // Serialising a `Value` cannot fail: its map keys are strings.
-    counter.count_text(&value.to_string())
 }
 
 #[cfg(test)]

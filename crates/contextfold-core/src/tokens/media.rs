@@ -5,8 +5,7 @@
 //! the header fields (random access into the base64 text), so pricing a 5 MB screenshot
 //! costs microseconds and allocates nothing. Unknown sizes get a documented constant.
 
-use super::count::count_json;
-use super::TokenCounter;
+use super::{count_json, TokenCounter};
 use crate::conversation::Media;
 use serde_json::Value;
 

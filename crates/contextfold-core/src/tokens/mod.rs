@@ -226,6 +226,12 @@ pub enum TokenizerError {
     FeatureDisabled(&'static str),
 }
 
+/// Counts the compact JSON of `value` (`{"a":1}`), the form tool arguments travel in.
+fn count_json(counter: &dyn TokenCounter, value: &serde_json::Value) -> u64 {
+    // Serialising a `Value` cannot fail: its map keys are strings.
+    counter.count_text(&value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

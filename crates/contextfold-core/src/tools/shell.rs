@@ -84,7 +84,7 @@ fn is_search(program: &str, words: &[&str]) -> bool {
 }
 
 fn first_line(command: &str) -> String {
-    crate::extract::clip_chars(command.lines().next().unwrap_or("").trim(), 200)
+    crate::text::clip_chars(command.lines().next().unwrap_or("").trim(), 200)
 }
 
 /// The file a `>` or `>>` redirect writes to.
@@ -146,7 +146,7 @@ pub fn shell_changes(command: &str) -> Vec<ShellChange> {
             && !path.starts_with('-')
             && !path.contains(['$', '*', '?', '{', '(', '<', '>', '&', '`']);
         if literal {
-            let step = crate::extract::clip_chars(step.trim(), 60);
+            let step = crate::text::clip_chars(step.trim(), 60);
             changes.push(ShellChange { path, kind, deleted, step });
         }
     };

@@ -1,43 +1,4 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-/// The folder of shared test data: `CONTEXTFOLD_TEST_SHARED`, or `../shared` beside the
-/// repository. CI points the variable at a missing folder to run the tests that read it as
-/// on a fresh clone.
-pub fn shared_dir() -> std::path::PathBuf {
-    std::env::var_os("CONTEXTFOLD_TEST_SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-}
-
-/// `relative` in the [shared folder](shared_dir), or `None` after a visible notice when it is
-/// absent. With `CI` set, a missing one fails the test instead. The test that asks is added
-/// to the file `CONTEXTFOLD_TEST_SHARED_READERS` names, so CI knows which tests to run again
-/// without the folder.
-pub fn shared(relative: &str) -> Option<std::path::PathBuf> {
-    if let Some(readers) = std::env::var_os("CONTEXTFOLD_TEST_SHARED_READERS") {
-        use std::io::Write;
-        // The harness names each test's thread after the test.
-        let line = format!("{}\n", std::thread::current().name().unwrap_or("unnamed"));
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(readers).expect("the readers file");
-        file.write_all(line.as_bytes()).expect("the readers file takes a line");
-    }
-    let path = shared_dir().join(relative);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI is set but {} is missing", path.display());
-    notice(&format!("skipped: {} is absent", path.display()));
-    None
-}
-
-/// The shared corpus of real sessions, or `None` after a visible notice (see [`shared`]).
-pub fn corpus_dir() -> Option<std::path::PathBuf> {
-    shared("corpus")
-}
-
-/// Writes `text` to standard error past the test harness's capture, so a skip is seen.
-pub fn notice(text: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
-}
+pub use contextfold_test_support::{corpus_dir, shared};

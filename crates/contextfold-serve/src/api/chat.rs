@@ -4,7 +4,7 @@ use crate::app::App;
 use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
-use crate::prepare::{open, untouched, Opened, Prepared};
+use crate::prepare::{open, untouched, Opened, Outbound};
 use crate::usage::Dialect;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -38,7 +38,7 @@ impl Wire for ChatWire<'_> {
 }
 
 /// The body to send for a Chat Completions request, and what to learn from its answer.
-pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
+pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
     let parsed = match open(app, parts, &bytes, log, "messages") {
         Ok(Opened::Read(body)) => body.check().map_err(|err| ProxyError::bad_request(err.to_string()))?,
         Ok(Opened::Send(prepared)) => return Ok(prepared),

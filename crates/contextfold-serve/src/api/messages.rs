@@ -4,11 +4,11 @@
 
 use crate::app::App;
 use crate::body::{join_messages, RequestBody};
-use crate::compaction::{Request, Wire};
+use crate::compaction::{Incoming, Wire};
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
-use crate::prepare::{compact, open, untouched, Opened, Prepared};
+use crate::prepare::{compact, open, untouched, Opened, Outbound};
 use crate::session::identify;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
@@ -42,7 +42,7 @@ impl Wire for MessagesWire<'_> {
 
 /// The body to send for a Messages request (the client's bytes, or with its `messages`
 /// compacted), and what to learn from its answer.
-pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Prepared, ProxyError> {
+pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
     let body = match open(app, parts, &bytes, log, "messages") {
         Ok(Opened::Read(body)) => body,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
@@ -85,7 +85,7 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
         .join(",");
     let model = parsed.value("model");
     let wire = MessagesWire { raw: parsed.raw_messages() };
-    let request = Request {
+    let request = Incoming {
         messages,
         chain,
         wire: &wire,

@@ -10,7 +10,7 @@ pub mod responses;
 use crate::app::App;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
-use crate::prepare::Prepared;
+use crate::prepare::Outbound;
 use crate::route::Route;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -23,7 +23,7 @@ pub async fn body(
     parts: &Parts,
     bytes: Bytes,
     log: &mut RequestLog,
-) -> Result<Prepared, ProxyError> {
+) -> Result<Outbound, ProxyError> {
     match route {
         Route::Messages => messages::body(app, parts, bytes, log).await,
         Route::ChatCompletions => chat::body(app, parts, bytes, log).await,

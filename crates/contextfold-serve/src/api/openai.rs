@@ -11,9 +11,9 @@
 
 use crate::app::App;
 use crate::body::{join_messages, RequestBody};
-use crate::compaction::{Request, Wire};
+use crate::compaction::{Incoming, Wire};
 use crate::log::RequestLog;
-use crate::prepare::{compact, Prepared};
+use crate::prepare::{compact, Outbound};
 use crate::session::{identify_openai, Identity};
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -39,12 +39,12 @@ pub async fn compact_read(
     wire: &dyn Wire,
     bytes: Bytes,
     log: &mut RequestLog,
-) -> Prepared {
+) -> Outbound {
     let tools = parsed.value("tools").and_then(|tools| tools.as_array().cloned());
     let identity = identity(parts, parsed, conversation.system.as_ref(), &conversation.messages);
     let model = parsed.value("model");
     let chain = HistoryChain::of(&conversation.messages);
-    let request = Request {
+    let request = Incoming {
         messages: &conversation.messages,
         chain: &chain,
         wire,

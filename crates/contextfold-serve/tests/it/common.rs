@@ -4,6 +4,7 @@
 
 use crate::mock::{canned, script_turn, Recorded, Reply};
 use contextfold_serve::{Proxy, ServeConfig, ServeError, Stats};
+pub use contextfold_test_support::{corpus_dir, corpus_files, notice};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -293,58 +294,6 @@ pub const FAKE_API_KEY: &str =
     "sk-ant-api03-Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2iO7kM4nQ1rT6vX9zC3bV5wY8uI0pE2aS4dF6gH8jK1lZ3xC5vB7nM9qW-AbCdEfAA";
 /// A realistic-looking fake OAuth token.
 pub const FAKE_OAUTH: &str = "sk-ant-oat01-Hk3Lm9Np2Qr5St8Uv1Wx4Yz7Ab0Cd3Ef6Gh9Ij2Kl5Mn8Op1Qr4St7Uv0Wx3Yz6-AAAAAA";
-
-/// The folder of shared test data: `CONTEXTFOLD_TEST_SHARED`, or `../shared` beside the
-/// repository. CI points the variable at a missing folder to run the tests that read it as
-/// on a fresh clone.
-pub fn shared_dir() -> std::path::PathBuf {
-    std::env::var_os("CONTEXTFOLD_TEST_SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-}
-
-/// `relative` in the [shared folder](shared_dir), or `None` after a visible notice when it is
-/// absent. With `CI` set, a missing one fails the test instead. The test that asks is added
-/// to the file `CONTEXTFOLD_TEST_SHARED_READERS` names, so CI knows which tests to run again
-/// without the folder.
-pub fn shared(relative: &str) -> Option<std::path::PathBuf> {
-    if let Some(readers) = std::env::var_os("CONTEXTFOLD_TEST_SHARED_READERS") {
-        use std::io::Write;
-        // The harness names each test's thread after the test.
-        let line = format!("{}\n", std::thread::current().name().unwrap_or("unnamed"));
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(readers).expect("the readers file");
-        file.write_all(line.as_bytes()).expect("the readers file takes a line");
-    }
-    let path = shared_dir().join(relative);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(std::env::var_os("CI").is_none(), "CI is set but {} is missing", path.display());
-    notice(&format!("skipped: {} is absent", path.display()));
-    None
-}
-
-/// The shared corpus of real sessions, or `None` after a visible notice (see [`shared`]).
-pub fn corpus_dir() -> Option<std::path::PathBuf> {
-    shared("corpus")
-}
-
-/// The session files of the corpus in `dir`, sorted by name (its manifest left out).
-pub fn corpus_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("the corpus lists")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json") && !path.ends_with("manifest.json"))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Writes `text` to standard error past the test harness's capture, so a skip is seen.
-pub fn notice(text: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
-}
 
 /// The top-level fields of a body, as raw text.
 pub fn fields(body: &[u8]) -> BTreeMap<String, &RawValue> {

@@ -27,7 +27,8 @@ pub use config::{
     ClipLimit, CompactConfig, CompactConfigBuilder, ConfigError, Strategy, Target, Undersized, UnknownStrategy,
 };
 pub use report::{Compacted, CompactionReport, Fallback, Step, Steps};
-pub use summarizing::{restore_summary, MIN_WORKABLE_SUMMARY_TOKENS};
+pub use sizing::MIN_WORKABLE_SUMMARY_TOKENS;
+pub use summarizing::restore_summary;
 
 use pass::Pass;
 use persisting::Persistence;

@@ -6,8 +6,9 @@
 //! after an edit only the changed messages are counted again.
 
 use super::report::{Compacted, CompactionReport, Fallback, Step, Steps};
-use super::sizing::{message_counts, smallest_workable, tail_plan, whole_newest_turn, Smallest};
-use super::summarizing::{holds_first_request, summary_budget};
+use super::sizing::{
+    holds_first_request, message_counts, smallest_workable, summary_budget, tail_plan, whole_newest_turn, Smallest,
+};
 use super::{CompactConfig, CompactError, Compactor, Strategy, Undersized};
 use crate::store::{head_hash, Summary};
 use contextfold_core::clip::{clip, ClipConfig, CLIP_PREFIX, MIN_CLIP_TOKENS};

@@ -25,9 +25,7 @@ impl CompactionReport {
     /// Every payload this compaction removed, as `session` of a store keeps them: its evicted
     /// items, then its clipped outputs.
     pub fn payloads(&self, session: &str) -> Vec<Payload> {
-        (self.items.iter().map(|item| Payload::from_offload(session, item)))
-            .chain(self.clipped.iter().map(|item| Payload::from_clipped(session, item)))
-            .collect()
+        Payload::removed(session, &self.items, &self.clipped)
     }
 }
 

@@ -4,14 +4,46 @@
 //! One rule for the compactor and the CLI's `plan`, so that `plan` shows the cut `compact`
 //! makes.
 
-use super::summarizing::{summary_budget, MIN_WORKABLE_SUMMARY_TOKENS, SUMMARY_FRAMING};
 use super::{ClipLimit, CompactConfig, Undersized};
 use contextfold_core::boundary::boundaries;
 use contextfold_core::clip::MIN_CLIP_TOKENS;
-use contextfold_core::plan::{PinFirst, PlanConfig};
+use contextfold_core::plan::{is_opaque_summary, PinFirst, PlanConfig};
 use contextfold_core::summary::split_summary;
 use contextfold_core::tokens::{TokenCounter, TokenLedger, BLOCK_OVERHEAD};
 use contextfold_core::{Block, Conversation};
+
+/// The smallest summary written when the tail leaves no room under the limit: a request
+/// over the window fails outright, so the summary gives way almost entirely.
+pub(super) const MIN_SUMMARY_TOKENS: u64 = 64;
+
+/// Tokens of the summary message beyond the summary itself (marker, headings, overhead).
+pub(super) const SUMMARY_FRAMING: u64 = 48;
+
+/// The smallest summary budget a target must leave room for: the first request, shortened,
+/// and a fact or two fit. Smaller, the extractive summary of a real head may hold nothing at
+/// all (every section over its share); a summary that does come out empty is never folded
+/// in, so the head is kept rather than dropped unseen. Small enough that compacting a short
+/// conversation to half its size still works.
+pub const MIN_WORKABLE_SUMMARY_TOKENS: u64 = 96;
+
+/// The most tokens the summary may take: the configured size, but no more than half the
+/// target so that the verbatim tail keeps room, except that under a hard limit it may always
+/// take a quarter of the limit: in a small window, facts are worth more than a longer tail.
+/// (Replay over the corpus chose these: summaries of a quarter of the target, or of 2,000
+/// tokens, lost a quarter of the probes at a 16k window and cost more, because a summary too
+/// small to hold the facts is redone sooner.)
+/// It is never below [`MIN_WORKABLE_SUMMARY_TOKENS`] unless the configured size is.
+pub(super) fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
+    let floor = config.limit.map_or(0, |limit| limit / 4).max(MIN_WORKABLE_SUMMARY_TOKENS);
+    config.summary_tokens.min((target / 2).max(floor)).max(1)
+}
+
+/// Whether blocks kept before the summary hold the first request: they may hold only a
+/// provider's opaque summaries (a Responses `compaction` item), which are kept whatever is
+/// folded.
+pub(super) fn holds_first_request(pinned: &[Block]) -> bool {
+    pinned.iter().any(|block| !is_opaque_summary(block))
+}
 
 impl CompactConfig {
     /// The plan a compaction makes of `conversation` as it is (before any eviction): the

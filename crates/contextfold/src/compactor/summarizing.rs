@@ -6,50 +6,19 @@
 
 use super::pass::Pass;
 use super::report::Fallback;
-use super::CompactConfig;
+use super::sizing::{
+    holds_first_request, summary_budget, MIN_SUMMARY_TOKENS, MIN_WORKABLE_SUMMARY_TOKENS, SUMMARY_FRAMING,
+};
 use crate::cache::cache_key;
 use crate::summarize::{Summarizer, SummaryRequest};
 use contextfold_core::check::{missing_facts, preserve, required_facts};
 use contextfold_core::extract::extract;
-use contextfold_core::plan::{is_opaque_summary, Plan};
+use contextfold_core::plan::Plan;
 use contextfold_core::render::render_chunks_at_most;
 use contextfold_core::summary::{split_summary, summary_block, with_recall_note};
 use contextfold_core::tokens::TokenCounter;
-use contextfold_core::{Block, Message};
+use contextfold_core::Message;
 use std::sync::Arc;
-
-/// The smallest summary written when the tail leaves no room under the limit: a request
-/// over the window fails outright, so the summary gives way almost entirely.
-pub(super) const MIN_SUMMARY_TOKENS: u64 = 64;
-
-/// Tokens of the summary message beyond the summary itself (marker, headings, overhead).
-pub(super) const SUMMARY_FRAMING: u64 = 48;
-
-/// The smallest summary budget a target must leave room for: the first request, shortened,
-/// and a fact or two fit. Smaller, the extractive summary of a real head may hold nothing at
-/// all (every section over its share); a summary that does come out empty is never folded
-/// in, so the head is kept rather than dropped unseen. Small enough that compacting a short
-/// conversation to half its size still works.
-pub const MIN_WORKABLE_SUMMARY_TOKENS: u64 = 96;
-
-/// The most tokens the summary may take: the configured size, but no more than half the
-/// target so that the verbatim tail keeps room, except that under a hard limit it may always
-/// take a quarter of the limit: in a small window, facts are worth more than a longer tail.
-/// (Replay over the corpus chose these: summaries of a quarter of the target, or of 2,000
-/// tokens, lost a quarter of the probes at a 16k window and cost more, because a summary too
-/// small to hold the facts is redone sooner.)
-/// It is never below [`MIN_WORKABLE_SUMMARY_TOKENS`] unless the configured size is.
-pub(super) fn summary_budget(config: &CompactConfig, target: u64) -> u64 {
-    let floor = config.limit.map_or(0, |limit| limit / 4).max(MIN_WORKABLE_SUMMARY_TOKENS);
-    config.summary_tokens.min((target / 2).max(floor)).max(1)
-}
-
-/// Whether blocks kept before the summary hold the first request: they may hold only a
-/// provider's opaque summaries (a Responses `compaction` item), which are kept whatever is
-/// folded.
-pub(super) fn holds_first_request(pinned: &[Block]) -> bool {
-    pinned.iter().any(|block| !is_opaque_summary(block))
-}
 
 /// Puts `full` back as the summary of `messages`' first message (see
 /// [`Compacted::full_summary`](super::Compacted::full_summary)). Whether there was a summary

@@ -22,6 +22,7 @@
 //! [`restore`]: CompactionMiddleware::restore
 
 mod config;
+mod ingest;
 mod state;
 
 pub use config::{MiddlewareConfig, MiddlewareConfigBuilder, DEFAULT_TARGET};
@@ -30,10 +31,9 @@ pub use state::{MiddlewareState, StateError, STATE_VERSION};
 use crate::compactor::{restore_summary, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Event, FailedCompaction, Trigger};
 use crate::policy::{default_policy, Confirm, Decision, Policy, PolicyInput};
-use crate::store::{off_runtime, Payload, StoreError};
-use contextfold_core::clip::{clip, ClipConfig, Clipped};
+use crate::store::StoreError;
 use contextfold_core::tokens::{count_message, count_messages, count_system, count_tools, TokenLedger};
-use contextfold_core::{Conversation, HistoryChain, Message, Role};
+use contextfold_core::{Conversation, HistoryChain, Message};
 use state::{Calibration, State};
 use std::sync::{Arc, Mutex};
 
@@ -226,101 +226,6 @@ impl CompactionMiddleware {
 
     fn calibration(&self) -> std::sync::MutexGuard<'_, Calibration> {
         self.calibration.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Brings the working copy up to date with `history` (whose chain is `chain`): appends
-    /// what is new when it continues the messages the working copy covers, every one of them
-    /// as it was, or starts over. Returns why the store failed, if it did.
-    async fn sync(&self, state: &mut State, history: &[Message], chain: &HistoryChain) -> Option<StoreError> {
-        let extends = state.source_len > 0 && chain.prefix(state.source_len) == Some(state.source_chain);
-        if extends && state.lacks_history() {
-            // What a snapshot leaves out, ingested as the first time (its clipped outputs
-            // were stored then).
-            let (rest, _) = self.clip_incoming(history[state.compacted_source..state.source_len].to_vec());
-            Arc::make_mut(&mut state.working).extend(rest);
-        }
-        let new = if extends {
-            &history[state.source_len..]
-        } else {
-            state.working = Arc::new(Vec::new());
-            state.compacted = 0;
-            state.compacted_source = 0;
-            state.full_summary = None;
-            state.turns_since = 0;
-            state.logged = 0;
-            history
-        };
-        let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len()).await;
-        state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
-        if !added.is_empty() {
-            Arc::make_mut(&mut state.working).extend(added);
-        }
-        state.source_len = history.len();
-        state.source_chain = chain.last();
-        if extends {
-            state.ledger.sync(&state.working);
-        } else {
-            state.ledger.resync(&state.working);
-        }
-        store_error.or(self.log(state, history).await)
-    }
-
-    /// Writes the messages of `history` the store's session log lacks, when the compactor
-    /// keeps one: the new ones, on a call that continues the last. On failure the log is
-    /// written again from the start next time (each message in its place, so nothing is
-    /// stored twice).
-    async fn log(&self, state: &mut State, history: &[Message]) -> Option<StoreError> {
-        if !self.compactor.logs_history() || state.logged >= history.len() {
-            return None;
-        }
-        match self.compactor.log_history(state.logged, &history[state.logged..]).await {
-            Ok(()) => {
-                state.logged = history.len();
-                None
-            }
-            Err(error) => {
-                tracing::warn!(error = %error, "contextfold could not write the history to the store's session log");
-                state.logged = 0;
-                Some(error)
-            }
-        }
-    }
-
-    /// `messages`, to follow `offset` messages of the working copy, with tool outputs over
-    /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
-    /// the full outputs, if it did.
-    async fn clip_ingested(&self, messages: Vec<Message>, offset: usize) -> (Vec<Message>, Option<StoreError>) {
-        let (messages, mut clipped) = self.clip_incoming(messages);
-        clipped.iter_mut().for_each(|item| item.message += offset);
-        let error = self.store_clipped(clipped).await;
-        (messages, error)
-    }
-
-    /// `messages` with tool outputs over `clip_on_ingest` clipped, and what was clipped (by
-    /// index in `messages`).
-    fn clip_incoming(&self, messages: Vec<Message>) -> (Vec<Message>, Vec<Clipped>) {
-        let Some(limit) = self.config.clip_on_ingest else { return (messages, Vec::new()) };
-        let mut incoming = Conversation { messages, ..Conversation::default() };
-        let config = ClipConfig {
-            preset: self.config.compact.evict.preset,
-            recall_tool: self.recall_tool(),
-            ..ClipConfig::new(limit)
-        };
-        let clipped = clip(&mut incoming, &config, self.compactor.counter());
-        (incoming.messages, clipped)
-    }
-
-    /// Stores the full outputs of `clipped`, when a store is set; returns why it failed.
-    async fn store_clipped(&self, clipped: Vec<Clipped>) -> Option<StoreError> {
-        let (store, session) = self.compactor.store()?;
-        if clipped.is_empty() {
-            return None;
-        }
-        let payloads: Vec<Payload> = clipped.iter().map(|item| Payload::from_clipped(session, item)).collect();
-        let stored = off_runtime(move || payloads.iter().try_for_each(|payload| store.put_payload(payload).map(drop)));
-        let error = stored.await.err()?;
-        tracing::warn!(error = %error, "contextfold could not store a clipped output");
-        Some(error)
     }
 
     /// Prepares the request for the next call: `history` (the caller's, untouched) plus

@@ -1,3 +1,6 @@
+//! Tests of the redactor: each kind of secret it masks, what it leaves alone, and that
+//! masking keeps every other byte.
+
 use super::*;
 use contextfold_core::Role;
 use proptest::prelude::*;

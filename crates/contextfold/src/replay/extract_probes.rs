@@ -10,10 +10,10 @@
 //! Pairing a result with its call once is only exact when every call id is used once;
 //! [`ExtractFacts::exact`] says so, and a session where one repeats is checked from scratch.
 
-use super::probe_set::ProbeSet;
-use super::probes::Interner;
-use contextfold_core::extract::{error_key, error_line, extract, outcome, Outcome};
+use super::probe_set::{Interner, ProbeSet};
+use contextfold_core::extract::{error_key, extract};
 use contextfold_core::probe::{probe_text, ProbeKind};
+use contextfold_core::text::{error_line, outcome, Outcome};
 use contextfold_core::tools::{classify, Preset};
 use contextfold_core::{Block, Message};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -4,10 +4,33 @@
 //! Each probe text can occur several times (in several messages, or as a file path and a
 //! user's words); the set holds every occurrence with an order key, and a text counts once,
 //! of the kind of its first occurrence by key, as the probes of a from-scratch check are
-//! deduplicated in order.
+//! deduplicated in order. Texts are known by id ([`Interner`]).
 
 use contextfold_core::probe::ProbeKind;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Probe texts by id.
+#[derive(Debug, Default)]
+pub(crate) struct Interner {
+    ids: HashMap<String, u32>,
+    texts: Vec<String>,
+}
+
+impl Interner {
+    /// The id of `text`, new or not.
+    pub(crate) fn id(&mut self, text: String) -> u32 {
+        let next = self.texts.len() as u32;
+        *self.ids.entry(text.clone()).or_insert_with(|| {
+            self.texts.push(text);
+            next
+        })
+    }
+
+    /// Every text, by id.
+    pub(crate) fn texts(&self) -> &[String] {
+        &self.texts
+    }
+}
 
 /// Where an occurrence sits in the order a from-scratch check reads the probes in:
 /// (section, message or event index, position within it).

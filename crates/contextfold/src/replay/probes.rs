@@ -3,7 +3,10 @@
 //!
 //! Two tallies: the headline from the independent probes (`core::probe::raw`, read from the
 //! raw blocks once per history message), and `extract_recall` from the facts `extract` finds
-//! in the folded messages ([`extract_probes`](super::extract_probes)).
+//! in the folded messages ([`extract_probes`](super::extract_probes)). The headline's probes
+//! read failures with rules of their own on purpose, not through `core::text::error_line`
+//! and `outcome` as the summary's facts do: they are an independent judge of what a
+//! compaction kept.
 //!
 //! A check costs what changed, not the session's length. Each strategy keeps which history
 //! messages are folded ([`Folding`]); a check compares the request's fingerprints with the
@@ -14,7 +17,7 @@
 //! kept by fingerprint, so the request's text is built from texts already made.
 
 use super::extract_probes::{ExtractFacts, ExtractProbes, Probes};
-use super::probe_set::ProbeSet;
+use super::probe_set::{Interner, ProbeSet};
 use super::request::Request;
 use aho_corasick::AhoCorasick;
 use contextfold_core::check::normalize;
@@ -67,24 +70,6 @@ impl Tally {
 pub(crate) struct Checked {
     /// Whether the request holds more than one summary header.
     pub(crate) nested_summary: bool,
-}
-
-/// Probe texts by id.
-#[derive(Debug, Default)]
-pub(crate) struct Interner {
-    ids: HashMap<String, u32>,
-    texts: Vec<String>,
-}
-
-impl Interner {
-    /// The id of `text`, new or not.
-    pub(crate) fn id(&mut self, text: String) -> u32 {
-        let next = self.texts.len() as u32;
-        *self.ids.entry(text.clone()).or_insert_with(|| {
-            self.texts.push(text);
-            next
-        })
-    }
 }
 
 /// The probes of one history message, as text ids.
@@ -160,7 +145,7 @@ impl<'a> History<'a> {
 
     /// The ids of the probe texts `text` holds, each once.
     fn found(&mut self, text: &str) -> Vec<u32> {
-        let texts = &self.interner.texts;
+        let texts = self.interner.texts();
         let mut found: Vec<u32> = match self.finder.get_or_insert_with(|| AhoCorasick::new(texts).ok()) {
             Some(finder) => finder.find_overlapping_iter(text).map(|hit| hit.pattern().as_u32()).collect(),
             None => (0..texts.len() as u32).filter(|id| text.contains(texts[*id as usize].as_str())).collect(),

@@ -1,8 +1,8 @@
 //! A session store in memory: for tests, and for users who want no file.
 
 use super::{
-    aligned_prefix, check_payload_sessions, log_gap, message_hash, message_text, new_session_id, now_secs,
-    searchable_text, Appended, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
+    aligned_prefix, compaction_writes, log_gap, message_hash, message_text, new_session_id, now_secs, searchable_text,
+    Appended, CompactionWrite, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use contextfold_core::Message;
 use serde_json::Value;
@@ -197,17 +197,20 @@ impl SessionStore for MemoryStore {
         report: &Value,
     ) -> Result<Appended, StoreError> {
         let mut sessions = self.lock();
-        check_payload_sessions(session, payloads)?;
+        let writes = compaction_writes(session, messages, payloads, summary, report)?;
         let stored = find(&mut sessions, session)?;
-        let appended = append(stored, messages, true);
-        stored.updated = now_secs();
-        for payload in payloads {
-            put_payload(stored, payload);
+        let mut appended = Appended::default();
+        for write in writes {
+            match write {
+                CompactionWrite::History(messages) => appended = append(stored, messages, true),
+                CompactionWrite::Payload(payload) => {
+                    put_payload(stored, payload);
+                }
+                CompactionWrite::Summary(summary) => put_summary(stored, summary),
+                CompactionWrite::Report(report) => stored.reports.push(report.clone()),
+                CompactionWrite::Touch => stored.updated = now_secs(),
+            }
         }
-        if let Some(summary) = summary {
-            put_summary(stored, summary);
-        }
-        stored.reports.push(report.clone());
         Ok(appended)
     }
 

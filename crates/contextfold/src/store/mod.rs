@@ -11,6 +11,8 @@
 //! to a PostgreSQL server). Async callers that cannot afford to block may run them in
 //! `tokio::task::spawn_blocking`.
 
+mod codec;
+mod error;
 mod location;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -21,6 +23,11 @@ mod record;
 mod sqlite;
 mod state;
 
+pub use codec::message_hash;
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_imports))]
+pub(crate) use codec::{decode_json, encode_json, message_from_stored, message_text, searchable_text, shape_name};
+pub use error::StoreError;
+pub(crate) use error::{check_payload_sessions, log_gap};
 pub use location::StoreLocation;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -37,10 +44,9 @@ pub use state::{ConversationStore, Put, StateLock, StateStore, StoredState};
 use crate::summarize::Usage;
 use contextfold_core::clip::Clipped;
 use contextfold_core::evict::Offload;
-use contextfold_core::hash::{canonical_json, StableHasher};
-use contextfold_core::{ContentShape, Message};
+use contextfold_core::hash::StableHasher;
+use contextfold_core::Message;
 use serde_json::Value;
-use std::path::PathBuf;
 
 /// A session's id: an opaque string chosen by the store.
 pub type SessionId = String;
@@ -86,6 +92,14 @@ impl Payload {
             block: item.block,
             payload: item.payload.clone(),
         }
+    }
+
+    /// Every payload an eviction or compaction removed, as `session` keeps them: the evicted
+    /// `items`, then the `clipped` outputs.
+    pub fn removed(session: &str, items: &[Offload], clipped: &[Clipped]) -> Vec<Payload> {
+        (items.iter().map(|item| Payload::from_offload(session, item)))
+            .chain(clipped.iter().map(|item| Payload::from_clipped(session, item)))
+            .collect()
     }
 
     /// The full payload of a clipped block.
@@ -162,141 +176,6 @@ pub struct Hit {
     pub location: HitLocation,
     /// The matching text around the match; the match itself is marked `[`…`]`.
     pub snippet: String,
-}
-
-/// A store operation that failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The file is not a SQLite database.
-    #[error("{} is not a contextfold store (not a SQLite database)", .path.display())]
-    NotAStore {
-        /// The file.
-        path: PathBuf,
-    },
-    /// The store uses a schema this build does not know.
-    #[error(
-        "store {} was written by a newer contextfold (schema {found}, this build knows {known}); upgrade contextfold",
-        .path.display()
-    )]
-    NewerSchema {
-        /// The file, or a PostgreSQL store's URL without its password.
-        path: PathBuf,
-        /// Its schema version.
-        found: i64,
-        /// The newest version this build knows.
-        known: i64,
-    },
-    /// The store was written by an older contextfold and a reader may not upgrade it.
-    #[error(
-        "store {} has schema {found} and this build reads schema {known}; upgrade it with `contextfold sessions upgrade --store {}` (reading commands never change a store)",
-        .path.display(), .path.display()
-    )]
-    OlderSchema {
-        /// The file.
-        path: PathBuf,
-        /// Its schema version.
-        found: i64,
-        /// The version this build reads.
-        known: i64,
-    },
-    /// The path names a directory.
-    #[error("{} is a directory, not a store file; give the store's file (such as {}/store.db)", .path.display(), .path.display())]
-    IsDirectory {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// The file is a SQLite database of another program.
-    #[error("{} is a SQLite database of another program, not a contextfold store", .path.display())]
-    Foreign {
-        /// The file.
-        path: PathBuf,
-    },
-    /// There is no store at the path, and the caller asked not to create one.
-    #[error("no store at {}", .path.display())]
-    Missing {
-        /// The file, or a PostgreSQL store's URL without its password.
-        path: PathBuf,
-    },
-    /// Another process held the store's write lock for longer than the busy timeout.
-    #[error("store {} is locked by another process (gave up after {} s)", .path.display(), .waited.as_secs())]
-    Locked {
-        /// The file.
-        path: PathBuf,
-        /// How long we waited.
-        waited: std::time::Duration,
-    },
-    /// The file or its directory could not be created or read.
-    #[error("cannot open store {}: {source}", .path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The session does not exist.
-    #[error("no session `{0}` in the store")]
-    UnknownSession(String),
-    /// The call was inconsistent (a payload of another session in a compaction).
-    #[error("invalid store call: {0}")]
-    Invalid(String),
-    /// A stored value could not be read back (a damaged store).
-    #[error("damaged store: {0}")]
-    Corrupt(String),
-    /// The runtime shut down before the store call ran; nothing was written.
-    #[error("the store call was interrupted: the async runtime shut down before it ran")]
-    Interrupted,
-    /// A store location names no store this build has.
-    #[error("this contextfold has no {store} store (build it with the cargo feature `{feature}`)")]
-    NotBuiltIn {
-        /// Which store.
-        store: &'static str,
-        /// The feature that adds it.
-        feature: &'static str,
-    },
-    /// A PostgreSQL store URL that cannot be used; the message never repeats the URL.
-    #[cfg(feature = "postgres")]
-    #[error("the store URL is not a valid PostgreSQL URL: {0}")]
-    BadUrl(String),
-    /// The database has a `contextfold` schema that is not a contextfold store.
-    #[cfg(feature = "postgres")]
-    #[error("store {server}: the database's schema `contextfold` belongs to another program; use another database")]
-    ForeignSchema {
-        /// The store's URL without its password.
-        server: String,
-    },
-    /// PostgreSQL failed, or could not be reached.
-    #[cfg(feature = "postgres")]
-    #[error("store {server}: {}", postgres::describe(.cause))]
-    Postgres {
-        /// The store's URL without its password.
-        server: String,
-        /// The cause, told in full by this error's message (so it is not its `source`).
-        cause: tokio_postgres::Error,
-    },
-    /// Every connection of the pool stayed busy for longer than the pool's wait.
-    #[cfg(feature = "postgres")]
-    #[error(
-        "store {server}: all {connections} connections stayed busy for {} s; try again, or allow more connections",
-        .waited.as_secs()
-    )]
-    PoolTimeout {
-        /// The store's URL without its password.
-        server: String,
-        /// How long we waited.
-        waited: std::time::Duration,
-        /// The pool's size.
-        connections: usize,
-    },
-    /// SQLite failed.
-    #[cfg(feature = "sqlite")]
-    #[error("store {}: {source}", .path.display())]
-    Sqlite {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: rusqlite::Error,
-    },
 }
 
 /// A place to keep sessions: their original history, removed payloads, summaries and
@@ -407,22 +286,38 @@ pub(crate) enum At {
     Position(usize),
 }
 
-/// The error of a log write that would leave a gap.
-pub(crate) fn log_gap(session: &str, from: usize, stored: usize) -> StoreError {
-    StoreError::Invalid(format!(
-        "session {session} holds {stored} messages: its history cannot be written from position {from}"
-    ))
+/// One write of [`SessionStore::persist_compaction`]; [`compaction_writes`] gives them in
+/// the order every store makes them, in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CompactionWrite<'a> {
+    /// The history, stored as by [`SessionStore::append_messages`].
+    History(&'a [Message]),
+    /// A removed payload.
+    Payload(&'a Payload),
+    /// The summary written.
+    Summary(&'a Summary),
+    /// The compaction's report.
+    Report(&'a Value),
+    /// The session's time of last update.
+    Touch,
 }
 
-/// Checks that every payload of a compaction belongs to its session.
-pub(crate) fn check_payload_sessions(session: &str, payloads: &[Payload]) -> Result<(), StoreError> {
-    match payloads.iter().find(|payload| payload.session != session) {
-        Some(other) => Err(StoreError::Invalid(format!(
-            "payload {} belongs to session `{}`, not `{session}`",
-            other.reference, other.session
-        ))),
-        None => Ok(()),
-    }
+/// The writes that store a compaction of `session`: its history, payloads, summary, report,
+/// then the session's time of update; an error when a payload is another session's.
+pub(crate) fn compaction_writes<'a>(
+    session: &str,
+    messages: &'a [Message],
+    payloads: &'a [Payload],
+    summary: Option<&'a Summary>,
+    report: &'a Value,
+) -> Result<Vec<CompactionWrite<'a>>, StoreError> {
+    check_payload_sessions(session, payloads)?;
+    let mut writes = vec![CompactionWrite::History(messages)];
+    writes.extend(payloads.iter().map(CompactionWrite::Payload));
+    writes.extend(summary.map(CompactionWrite::Summary));
+    writes.push(CompactionWrite::Report(report));
+    writes.push(CompactionWrite::Touch);
+    Ok(writes)
 }
 
 /// The hash of a summary's input: the summary it updates (if any) and the messages it folds,
@@ -451,65 +346,6 @@ pub async fn off_runtime<T: Send + 'static>(
     }
 }
 
-/// The content hash of a message: its JSON (keys sorted) and its content shape.
-pub fn message_hash(message: &Message) -> String {
-    let shape: &[u8] = match message.shape {
-        ContentShape::Blocks => b"blocks",
-        ContentShape::Text => b"text",
-    };
-    let hash = StableHasher::default()
-        .write(b"message")
-        .write(shape)
-        .write(canonical_json(&message.to_value()).as_bytes())
-        .finish();
-    format!("{hash:016x}")
-}
-
-/// The searchable text of a JSON value: its strings, one a line (object keys left out).
-pub(crate) fn searchable_text(value: &Value) -> String {
-    fn walk(value: &Value, out: &mut String) {
-        match value {
-            Value::String(text) => {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(text);
-            }
-            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
-            Value::Object(map) => map.values().for_each(|item| walk(item, out)),
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    walk(value, &mut out);
-    out
-}
-
-/// The searchable text of a message: the strings of its content.
-pub(crate) fn message_text(message: &Message) -> String {
-    let content = message.to_value().get("content").cloned().unwrap_or(Value::Null);
-    searchable_text(&content)
-}
-
-/// Reads back a message stored as its JSON and content shape.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn message_from_stored(json: &str, shape: &str, sequence: usize) -> Result<Message, StoreError> {
-    let value = decode_json(json, &format!("message {sequence}"))?;
-    let mut message = Message::from_value(value, sequence)
-        .map_err(|err| StoreError::Corrupt(format!("message {sequence}: {}", err.message)))?;
-    message.shape = if shape == "text" { ContentShape::Text } else { ContentShape::Blocks };
-    Ok(message)
-}
-
-/// The shape column of a message.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn shape_name(message: &Message) -> &'static str {
-    match message.shape {
-        ContentShape::Blocks => "blocks",
-        ContentShape::Text => "text",
-    }
-}
-
 /// How many leading `incoming` hashes equal the `stored` ones at the same position.
 pub(crate) fn aligned_prefix(stored: &[String], incoming: &[String]) -> usize {
     stored.iter().zip(incoming).take_while(|(a, b)| a == b).count()
@@ -524,66 +360,4 @@ pub(crate) fn new_session_id() -> SessionId {
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-/// `value` as stored text: its JSON, preceded, when it holds floating-point numbers, by a
-/// line `F<bits>,<bits>,…` giving their exact bits in document order.
-///
-/// serde_json (without its `float_roundtrip` feature) may read a float back one unit in the
-/// last place off; the bits make every stored value come back exactly.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn encode_json(value: &Value) -> String {
-    fn floats(value: &Value, out: &mut Vec<u64>) {
-        match value {
-            Value::Number(number) if !number.is_i64() && !number.is_u64() => {
-                out.push(number.as_f64().unwrap_or_default().to_bits())
-            }
-            Value::Array(items) => items.iter().for_each(|item| floats(item, out)),
-            Value::Object(map) => map.values().for_each(|item| floats(item, out)),
-            _ => {}
-        }
-    }
-    let mut bits = Vec::new();
-    floats(value, &mut bits);
-    let json = value.to_string();
-    if bits.is_empty() {
-        return json;
-    }
-    let bits: Vec<String> = bits.iter().map(u64::to_string).collect();
-    format!("F{}\n{json}", bits.join(","))
-}
-
-/// Reads text written by [`encode_json`]; `what` names it in errors.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn decode_json(text: &str, what: &str) -> Result<Value, StoreError> {
-    fn restore(value: &mut Value, bits: &mut std::slice::Iter<'_, u64>) {
-        match value {
-            Value::Number(number) if !number.is_i64() && !number.is_u64() => {
-                if let Some(exact) = bits.next().and_then(|bits| serde_json::Number::from_f64(f64::from_bits(*bits))) {
-                    *number = exact;
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|item| restore(item, bits)),
-            Value::Object(map) => map.values_mut().for_each(|item| restore(item, bits)),
-            _ => {}
-        }
-    }
-    let corrupt = |detail: String| StoreError::Corrupt(format!("{what}: {detail}"));
-    let (bits, json) = match text.strip_prefix('F') {
-        Some(rest) => {
-            let (line, json) = rest.split_once('\n').ok_or_else(|| corrupt("no JSON after the float line".into()))?;
-            let bits = line
-                .split(',')
-                .map(str::parse::<u64>)
-                .collect::<Result<Vec<u64>, _>>()
-                .map_err(|err| corrupt(format!("bad float line: {err}")))?;
-            (bits, json)
-        }
-        None => (Vec::new(), text),
-    };
-    let mut value: Value = serde_json::from_str(json).map_err(|err| corrupt(format!("not JSON: {err}")))?;
-    if !bits.is_empty() {
-        restore(&mut value, &mut bits.iter());
-    }
-    Ok(value)
 }

@@ -12,8 +12,8 @@
 
 use super::{Hit, HitLocation, SessionId, SessionStore, StoreError};
 use contextfold_core::conversation::{Block, ToolResult, ToolResultContent};
-use contextfold_core::extract::clip_chars;
 use contextfold_core::format::Format;
+use contextfold_core::text::clip_chars;
 use serde_json::{json, Value};
 use std::cmp::Reverse;
 use std::collections::HashMap;

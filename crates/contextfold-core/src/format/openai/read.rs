@@ -3,11 +3,11 @@
 
 use super::{at, error, function_to_tool, tool_from_openai};
 use crate::conversation::{
-    describe, Block, ContentShape, Conversation, Extra, Location, Media, Message, Role, System, Text, Thinking,
-    ToolResult, ToolResultContent, ToolUse,
+    Block, ContentShape, Conversation, Extra, Location, Media, Message, Role, System, Text, Thinking, ToolResult,
+    ToolResultContent, ToolUse,
 };
 use crate::format::lost::{Loss, LossKind, Losses};
-use crate::format::{FormatError, Spans};
+use crate::format::{describe, FormatError, Spans};
 use crate::validate::system_misplacement;
 use serde_json::{json, Value};
 

@@ -3,6 +3,7 @@
 
 use crate::conversation::{Block, ContentShape, Conversation, Extra, Message, Role, System, ToolResultContent};
 use crate::format::lost::{Loss, LossKind, Losses};
+use crate::format::tool_as_function;
 use serde_json::{json, Map, Value};
 
 /// Writes an OpenAI request object, with what it could not carry.
@@ -188,26 +189,10 @@ impl Writer {
     /// A tool definition in OpenAI form: `{type: function, function: {name, description,
     /// parameters, …}}`; server tools (web search, …) have none and pass through.
     fn tool(&mut self, tool: &Value) -> Value {
-        let Some(map) = tool.as_object() else {
+        let Some(function) = tool_as_function(tool, Map::new()) else {
             return tool.clone();
         };
-        let custom = matches!(map.get("type").and_then(Value::as_str), None | Some("custom"));
-        if !custom || !map.get("name").is_some_and(Value::is_string) || !map.contains_key("input_schema") {
-            return tool.clone();
-        }
-        self.lost.add_if(map.contains_key("cache_control"), LossKind::ToolDefinitionFields);
-        let mut function = Map::new();
-        for (key, value) in map {
-            match key.as_str() {
-                "type" | "cache_control" => {}
-                "input_schema" => {
-                    function.insert("parameters".into(), value.clone());
-                }
-                _ => {
-                    function.insert(key.clone(), value.clone());
-                }
-            }
-        }
+        self.lost.add_if(tool.get("cache_control").is_some(), LossKind::ToolDefinitionFields);
         json!({"type": "function", "function": function})
     }
 }

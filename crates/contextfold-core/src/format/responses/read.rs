@@ -5,7 +5,7 @@ use crate::conversation::{
     Block, ContentShape, Conversation, Extra, Media, Message, Role, System, Text, Thinking, ToolResult,
     ToolResultContent, ToolUse,
 };
-use crate::format::{FormatError, Spans};
+use crate::format::{describe, FormatError, Spans};
 use crate::validate::system_misplacement;
 use serde_json::{json, Map, Value};
 
@@ -527,15 +527,4 @@ fn top(message: String) -> FormatError {
 
 fn item_error(index: usize, message: String) -> FormatError {
     FormatError::Item { index, message }
-}
-
-pub(super) fn describe(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

@@ -4,6 +4,7 @@
 use super::read::{file_source, image_source, parse_arguments, InputStyle, CALLS};
 use super::{Layout, LAYOUT_KEY};
 use crate::conversation::{Block, Conversation, Media, Role, System, ToolResult, ToolResultContent, ToolUse};
+use crate::format::tool_as_function;
 use serde_json::{json, Map, Value};
 
 /// The written items, and for every message block the index of the item it is part of.
@@ -389,27 +390,9 @@ fn source_url(source: &Value) -> Option<Source> {
 
 /// An Anthropic tool `{name, description, input_schema}` as a Responses function tool.
 fn tool_from_anthropic(tool: &Value) -> Value {
-    let Some(map) = tool.as_object() else {
-        return tool.clone();
-    };
-    let custom = matches!(map.get("type").and_then(Value::as_str), None | Some("custom"));
-    if !custom || !map.get("name").is_some_and(Value::is_string) || !map.contains_key("input_schema") {
-        return tool.clone();
-    }
     let mut function = Map::new();
     function.insert("type".into(), json!("function"));
-    for (key, value) in map {
-        match key.as_str() {
-            "type" | "cache_control" => {}
-            "input_schema" => {
-                function.insert("parameters".into(), value.clone());
-            }
-            _ => {
-                function.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    Value::Object(function)
+    tool_as_function(tool, function).map_or_else(|| tool.clone(), Value::Object)
 }
 
 /// A Responses function tool `{type: function, name, parameters, …}` as an Anthropic tool.

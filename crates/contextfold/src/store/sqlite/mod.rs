@@ -14,11 +14,11 @@
 mod file;
 mod schema;
 mod shm;
+mod writes;
 
 use super::{
-    aligned_prefix, check_payload_sessions, decode_json, encode_json, log_gap, message_from_stored, message_hash,
-    message_text, new_session_id, now_secs, searchable_text, shape_name, Appended, At, Hit, HitLocation, Payload,
-    SessionId, SessionInfo, SessionStore, StoreError, Summary,
+    compaction_writes, decode_json, encode_json, message_from_stored, new_session_id, now_secs, Appended, At,
+    CompactionWrite, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
 use contextfold_core::Message;
@@ -29,6 +29,7 @@ use schema::{check_ours, migrate, Create};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use writes::touch;
 
 /// A [`SessionStore`] in a SQLite file. Several processes may open the same file; writers
 /// wait for each other up to the busy timeout (5 s).
@@ -126,168 +127,10 @@ impl SqliteStore {
         transaction.commit().map_err(|err| self.sql(err))?;
         Ok(value)
     }
-
-    fn check_session(&self, transaction: &Transaction<'_>, session: &str) -> Result<(), StoreError> {
-        let found = transaction
-            .query_row("SELECT 1 FROM sessions WHERE id = ?1", [session], |_| Ok(()))
-            .optional()
-            .map_err(|err| self.sql(err))?;
-        found.ok_or_else(|| StoreError::UnknownSession(session.to_string()))
-    }
-
-    fn append_in(
-        &self,
-        transaction: &Transaction<'_>,
-        session: &str,
-        messages: &[Message],
-        at: At,
-    ) -> Result<Appended, StoreError> {
-        self.check_session(transaction, session)?;
-        let sql = |err| self.sql(err);
-        let next = || -> Result<usize, StoreError> {
-            transaction
-                .prepare_cached("SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE session = ?1")
-                .and_then(|mut statement| statement.query_row([session], |row| row.get::<_, i64>(0)))
-                .map(to_usize)
-                .map_err(sql)
-        };
-        let incoming: Vec<String> = messages.iter().map(message_hash).collect();
-        // Aligning reads the stored hashes; a plain push needs only the next sequence number,
-        // so appending one message at a time does not cost the whole history each time.
-        let (skipped, mut sequence) = match at {
-            _ if messages.is_empty() => (0, next()?),
-            At::Aligned => {
-                let mut statement = transaction
-                    .prepare_cached("SELECT hash FROM messages WHERE session = ?1 ORDER BY seq")
-                    .map_err(sql)?;
-                let rows = statement.query_map([session], |row| row.get(0)).map_err(sql)?;
-                let stored: Vec<String> = rows.collect::<Result<_, _>>().map_err(sql)?;
-                (aligned_prefix(&stored, &incoming), stored.len())
-            }
-            At::End => (0, next()?),
-            At::Position(from) => {
-                let end = next()?;
-                if from > end {
-                    return Err(log_gap(session, from, end));
-                }
-                if from < end {
-                    transaction
-                        .execute(
-                            "DELETE FROM search WHERE search MATCH ?1 AND session = ?2 AND kind = 'message' \
-                             AND CAST(key AS INTEGER) >= ?3",
-                            params![format!("session : {}", fts_string(session)), session, from as i64],
-                        )
-                        .map_err(sql)?;
-                    transaction
-                        .execute("DELETE FROM messages WHERE session = ?1 AND seq >= ?2", params![session, from as i64])
-                        .map_err(sql)?;
-                }
-                (0, from)
-            }
-        };
-        for (message, hash) in messages.iter().zip(&incoming).skip(skipped) {
-            let json = encode_json(&message.to_value());
-            transaction
-                .prepare_cached("INSERT INTO messages (session, seq, hash, shape, json) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .and_then(|mut statement| {
-                    statement.execute(params![session, sequence as i64, hash, shape_name(message), json])
-                })
-                .map_err(sql)?;
-            index(transaction, session, "message", &sequence.to_string(), &message_text(message)).map_err(sql)?;
-            sequence += 1;
-        }
-        if messages.len() > skipped {
-            touch(transaction, session).map_err(sql)?;
-        }
-        Ok(Appended { stored: messages.len() - skipped, skipped, total: sequence })
-    }
-
-    fn put_payload_in(&self, transaction: &Transaction<'_>, payload: &Payload) -> Result<bool, StoreError> {
-        self.check_session(transaction, &payload.session)?;
-        let sql = |err| self.sql(err);
-        let json = encode_json(&payload.payload);
-        let inserted = transaction
-            .prepare_cached(
-                "INSERT OR IGNORE INTO payloads (session, ref, tool, kind, target, tokens, message, block, payload) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    payload.session,
-                    payload.reference,
-                    payload.tool,
-                    payload.kind,
-                    payload.target,
-                    payload.tokens as i64,
-                    payload.message as i64,
-                    payload.block as i64,
-                    json
-                ])
-            })
-            .map_err(sql)?;
-        if inserted > 0 {
-            index(transaction, &payload.session, "payload", &payload.reference, &searchable_text(&payload.payload))
-                .map_err(sql)?;
-        }
-        Ok(inserted > 0)
-    }
-
-    fn put_summary_in(
-        &self,
-        transaction: &Transaction<'_>,
-        session: &str,
-        summary: &Summary,
-    ) -> Result<(), StoreError> {
-        self.check_session(transaction, session)?;
-        transaction
-            .execute(
-                "INSERT OR REPLACE INTO summaries \
-                 (session, head_hash, summarizer, text, input_tokens, output_tokens, created) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    session,
-                    summary.head_hash,
-                    summary.summarizer,
-                    summary.text,
-                    summary.usage.input_tokens as i64,
-                    summary.usage.output_tokens as i64,
-                    now_secs() as i64
-                ],
-            )
-            .map_err(|err| self.sql(err))?;
-        Ok(())
-    }
-
-    fn put_report_in(&self, transaction: &Transaction<'_>, session: &str, report: &Value) -> Result<(), StoreError> {
-        self.check_session(transaction, session)?;
-        transaction
-            .execute(
-                "INSERT INTO reports (session, json, created) VALUES (?1, ?2, ?3)",
-                params![session, encode_json(report), now_secs() as i64],
-            )
-            .map_err(|err| self.sql(err))?;
-        Ok(())
-    }
-}
-
-/// Adds `body` to the full-text index.
-/// Marks `session` as written now, for pruning by last activity.
-fn touch(transaction: &Transaction<'_>, session: &str) -> rusqlite::Result<()> {
-    transaction
-        .prepare_cached("UPDATE sessions SET updated = ?2 WHERE id = ?1")?
-        .execute(params![session, now_secs() as i64])
-        .map(drop)
-}
-
-fn index(transaction: &Transaction<'_>, session: &str, kind: &str, key: &str, body: &str) -> rusqlite::Result<()> {
-    transaction
-        .prepare_cached("INSERT INTO search (session, kind, key, body) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![session, kind, key, body])
-        .map(drop)
 }
 
 /// `text` as an FTS5 string (a phrase): quoted, so punctuation is not syntax.
-fn fts_string(text: &str) -> String {
+pub(super) fn fts_string(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
 
@@ -306,7 +149,7 @@ fn fts_query(query: &str, session: Option<&str>) -> Option<String> {
     })
 }
 
-fn to_usize(value: i64) -> usize {
+pub(super) fn to_usize(value: i64) -> usize {
     usize::try_from(value).unwrap_or(0)
 }
 
@@ -423,17 +266,22 @@ impl SessionStore for SqliteStore {
         summary: Option<&Summary>,
         report: &Value,
     ) -> Result<Appended, StoreError> {
-        check_payload_sessions(session, payloads)?;
+        let writes = compaction_writes(session, messages, payloads, summary, report)?;
         self.write(|transaction| {
-            let appended = self.append_in(transaction, session, messages, At::Aligned)?;
-            for payload in payloads {
-                self.put_payload_in(transaction, payload)?;
+            let mut appended = Appended::default();
+            for write in &writes {
+                match *write {
+                    CompactionWrite::History(messages) => {
+                        appended = self.append_in(transaction, session, messages, At::Aligned)?
+                    }
+                    CompactionWrite::Payload(payload) => {
+                        self.put_payload_in(transaction, payload)?;
+                    }
+                    CompactionWrite::Summary(summary) => self.put_summary_in(transaction, session, summary)?,
+                    CompactionWrite::Report(report) => self.put_report_in(transaction, session, report)?,
+                    CompactionWrite::Touch => touch(transaction, session).map_err(|err| self.sql(err))?,
+                }
             }
-            if let Some(summary) = summary {
-                self.put_summary_in(transaction, session, summary)?;
-            }
-            self.put_report_in(transaction, session, report)?;
-            touch(transaction, session).map_err(|err| self.sql(err))?;
             Ok(appended)
         })
     }

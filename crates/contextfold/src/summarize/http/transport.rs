@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use contextfold_core::text::clip_chars;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use serde_json::Value;
 
@@ -225,20 +226,12 @@ pub(crate) fn error_message(body: &str, reason: Option<&str>) -> String {
     if body.is_empty() {
         return reason.unwrap_or("no error message").to_owned();
     }
-    clip(body, MAX_QUOTED)
+    clip_chars(body, MAX_QUOTED)
 }
 
 /// The text of `value`, if it is a non-blank string.
 fn text(value: Option<&Value>) -> Option<&str> {
     value.and_then(Value::as_str).filter(|text| !text.trim().is_empty())
-}
-
-/// `text` cut to at most `max` characters, marked with `…` when cut.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -13,15 +13,24 @@
 //! the most recent results. Outputs in the final message (the ones the model is about to
 //! read) are never evicted.
 
-use crate::conversation::{Block, Conversation, Message, Role, ToolResult, ToolResultContent, ToolUse};
-use crate::extract::clip_chars;
-use crate::hash::{payload_ref, StableHasher};
-use crate::tokens::{count_block, count_system, count_tools, Thousands, TokenCounter, TokenLedger, MESSAGE_OVERHEAD};
-use crate::tools::{classify, Action, ActionKind, Preset};
+//!
+//! Three parts: `select` decides what goes and in which order, `pointer` writes the line
+//! that stands in for a payload, and `apply` plans each offload, stops at the target and
+//! swaps the blocks.
+
+mod apply;
+mod pointer;
+mod select;
+
+pub use pointer::{pointer, short_tokens, Pointed};
+
+use crate::conversation::{Block, Conversation, ToolResult, ToolResultContent};
+use crate::tokens::{TokenCounter, TokenLedger};
+use crate::tools::{ActionKind, Preset};
+use apply::{count_blocks, evict_counted};
 use serde::Serialize;
 use serde_json::Value;
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// How every pointer starts; text starting with it is never evicted again.
 pub const POINTER_PREFIX: &str = "[contextfold: offloaded ";
@@ -180,28 +189,6 @@ pub struct EvictReport {
     pub pinned: Vec<String>,
 }
 
-/// A tool result with what is known about it.
-struct Candidate<'a> {
-    message: usize,
-    block: usize,
-    tool: &'a ToolUse,
-    action: Action,
-    tokens: u64,
-    text_hash: u64,
-}
-
-impl Candidate<'_> {
-    fn choice(&self, reason: Reason) -> Choice {
-        Choice {
-            message: self.message,
-            block: self.block,
-            reason,
-            tool: self.tool.name.clone(),
-            action: self.action.clone(),
-        }
-    }
-}
-
 /// Evicts stale tool output from `conversation` in place.
 pub fn evict(conversation: &mut Conversation, config: &EvictConfig, counter: &dyn TokenCounter) -> EvictReport {
     // Every block is counted once; the sum is the conversation's count.
@@ -223,67 +210,6 @@ pub fn evict_with_ledger(conversation: &mut Conversation, config: &EvictConfig, 
     evict_counted(conversation, config, counter, counts)
 }
 
-fn count_blocks(counter: &dyn TokenCounter, message: &Message) -> Vec<u64> {
-    message.content.iter().map(|block| count_block(counter, block)).collect()
-}
-
-fn evict_counted(
-    conversation: &mut Conversation,
-    config: &EvictConfig,
-    counter: &dyn TokenCounter,
-    counts: Vec<Vec<u64>>,
-) -> EvictReport {
-    let tokens_before = conversation.system.as_ref().map_or(0, |system| count_system(counter, system))
-        + conversation.tools.as_deref().map_or(0, |tools| count_tools(counter, tools))
-        + counts.iter().map(|blocks| MESSAGE_OVERHEAD + blocks.iter().sum::<u64>()).sum::<u64>();
-    let mut report = EvictReport { tokens_before, tokens_after: tokens_before, ..EvictReport::default() };
-    let (order, pinned) = choose(conversation, config, &counts);
-    report.pinned = pinned;
-    let mut planned: Vec<Offload> = Vec::new();
-    let mut total = tokens_before;
-    let mut freed_total = 0;
-    for choice in order {
-        if config.target_tokens.is_some_and(|target| total <= target) {
-            break;
-        }
-        let tokens = counts[choice.message][choice.block];
-        let Some(offload) =
-            offload(&conversation.messages[choice.message], choice, tokens, config.recall_tool.as_deref(), counter)
-        else {
-            continue;
-        };
-        total -= offload.freed;
-        freed_total += offload.freed;
-        planned.push(offload);
-    }
-    if let Some(threshold) = config.clear_at_least {
-        if freed_total < threshold && !planned.is_empty() {
-            report.skipped = Some(format!(
-                "evicting would free {} tokens, less than the minimum of {}",
-                Thousands(freed_total),
-                Thousands(threshold)
-            ));
-            planned.clear();
-        }
-    }
-    for item in &mut planned {
-        if let Some(block) = conversation.messages[item.message].content.get_mut(item.block) {
-            *block = std::mem::replace(&mut item.replacement, Block::text(""));
-        }
-    }
-    for item in &planned {
-        *report.by_reason.entry(item.reason).or_default() += 1;
-    }
-    report.offloaded = planned.len();
-    report.items = planned;
-    report.tokens_after = total_after(tokens_before, &report.items);
-    report
-}
-
-fn total_after(before: u64, items: &[Offload]) -> u64 {
-    before - items.iter().map(|item| item.freed).sum::<u64>()
-}
-
 /// Whether a tool_result's payload is already a contextfold pointer or marker.
 pub fn is_evicted(result: &ToolResult) -> bool {
     match &result.content {
@@ -292,354 +218,13 @@ pub fn is_evicted(result: &ToolResult) -> bool {
     }
 }
 
-/// One block chosen for eviction.
-struct Choice {
-    message: usize,
-    block: usize,
-    reason: Reason,
-    tool: String,
-    action: Action,
-}
-
-/// The order in which to evict, relevance first, then oldest; and the hot paths pinned.
-fn choose(conversation: &Conversation, config: &EvictConfig, counts: &[Vec<u64>]) -> (Vec<Choice>, Vec<String>) {
-    let messages = &conversation.messages;
-    let calls: HashMap<&str, &ToolUse> = messages
-        .iter()
-        .flat_map(|message| &message.content)
-        .filter_map(|block| match block {
-            Block::ToolUse(tool_use) => Some((tool_use.id.as_str(), tool_use)),
-            _ => None,
-        })
-        .collect();
-    // The newest results are what the model reads next: in the last message, or the last
-    // one before a trailing mid-conversation system message.
-    let last = messages.iter().rposition(|message| message.role != Role::System).unwrap_or(0);
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut actions: Vec<(usize, Action)> = Vec::new();
-    // Where a file's read was already evicted: a later read of it makes the path hot.
-    let mut evicted_reads: Vec<(usize, String)> = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
-        for (position, block) in message.content.iter().enumerate() {
-            match block {
-                Block::ToolUse(tool_use) => {
-                    actions.push((index, classify(config.preset, &tool_use.name, &tool_use.input)))
-                }
-                Block::ToolResult(result) if is_evicted(result) => {
-                    let action = calls
-                        .get(result.tool_use_id.as_str())
-                        .map(|tool| classify(config.preset, &tool.name, &tool.input));
-                    if let Some(Action { kind: ActionKind::FileRead, target: Some(path), .. }) = action {
-                        evicted_reads.push((index, path));
-                    }
-                }
-                Block::ToolResult(result) if index != last => {
-                    let Some(tool) = calls.get(result.tool_use_id.as_str()).copied() else { continue };
-                    if config.exclude_tools.contains(&tool.name) {
-                        continue;
-                    }
-                    let tokens = counts[index][position];
-                    candidates.push(Candidate {
-                        message: index,
-                        block: position,
-                        tool,
-                        action: classify(config.preset, &tool.name, &tool.input),
-                        tokens,
-                        text_hash: StableHasher::default()
-                            .write(result.text().as_bytes())
-                            .write(
-                                match &result.content {
-                                    Some(ToolResultContent::Blocks(blocks)) => Value::Array(
-                                        blocks
-                                            .iter()
-                                            .filter(|inner| inner.as_text().is_none())
-                                            .map(Block::to_value)
-                                            .collect(),
-                                    )
-                                    .to_string(),
-                                    _ => String::new(),
-                                }
-                                .as_bytes(),
-                            )
-                            .finish(),
-                    });
-                }
-                _ => {}
-            }
-        }
-    }
-    let candidates: Vec<Candidate> =
-        candidates.into_iter().filter(|candidate| candidate.tokens >= config.min_payload_tokens).collect();
-
-    // Hot paths: read again after an earlier read was evicted, by an earlier pass or by this
-    // one (of a file read twice, the earlier read goes first: superseded, or older). Their
-    // latest read is kept past the working set (age), so the model does not have to read them
-    // a third time.
-    let mut reads: HashMap<&str, (usize, usize)> = HashMap::new();
-    let file_reads = || {
-        candidates
-            .iter()
-            .filter(|candidate| candidate.action.kind == ActionKind::FileRead)
-            .filter_map(|candidate| candidate.action.target.as_deref().map(|path| (candidate.message, path)))
-    };
-    for (message, path) in file_reads() {
-        reads.entry(path).or_insert((message, 0)).1 += 1;
-    }
-    let mut hot: Vec<String> = Vec::new();
-    for (_, path) in file_reads() {
-        let (first, count) = reads[path];
-        let evicted_before = evicted_reads.iter().any(|(at, evicted)| evicted == path && *at < first);
-        if (count > 1 || evicted_before) && !hot.iter().any(|seen| seen == path) {
-            hot.push(path.to_string());
-        }
-    }
-    // Pinned paths keep their latest read; hot ones keep it from age-based eviction.
-    let mut protected: HashSet<(usize, usize)> = HashSet::new();
-    let mut hot_reads: HashSet<(usize, usize)> = HashSet::new();
-    let latest_read = |path: &str| {
-        candidates.iter().rev().find(|candidate| {
-            candidate.action.kind == ActionKind::FileRead && candidate.action.target.as_deref() == Some(path)
-        })
-    };
-    for path in &config.pinned_paths {
-        if let Some(latest) = latest_read(&crate::tools::normalize_path(path)) {
-            protected.insert((latest.message, latest.block));
-        }
-    }
-    for path in &hot {
-        if let Some(latest) = latest_read(path) {
-            hot_reads.insert((latest.message, latest.block));
-        }
-    }
-
-    let mut order = Vec::new();
-    let mut chosen: HashSet<(usize, usize)> = HashSet::new();
-    for (i, candidate) in candidates.iter().enumerate() {
-        let key = (candidate.message, candidate.block);
-        if protected.contains(&key) {
-            continue;
-        }
-        let later = &candidates[i + 1..];
-        let reason = if candidate.action.kind == ActionKind::FileRead && candidate.action.target.is_some() {
-            let superseded = later.iter().any(|other| {
-                other.action.kind == ActionKind::FileRead
-                    && other.action.target == candidate.action.target
-                    && (other.action.range == candidate.action.range || other.action.range.is_none())
-            });
-            let stale = actions.iter().any(|(at, action)| {
-                *at > candidate.message && action.kind.changes_file() && action.target == candidate.action.target
-            });
-            if superseded {
-                Some(Reason::Superseded)
-            } else if stale {
-                Some(Reason::Stale)
-            } else {
-                None
-            }
-        } else {
-            None
-        };
-        let reason = reason
-            .or_else(|| later.iter().any(|other| other.text_hash == candidate.text_hash).then_some(Reason::Duplicate));
-        if let Some(reason) = reason {
-            order.push(candidate.choice(reason));
-            chosen.insert(key);
-        }
-    }
-
-    // The working set: the most recent results by count and/or tokens.
-    let mut working: HashSet<(usize, usize)> = HashSet::new();
-    let mut kept_tokens = 0u64;
-    for (rank, candidate) in candidates.iter().rev().enumerate() {
-        let by_count = config.keep_recent.is_some_and(|keep| rank < keep);
-        let by_tokens = config.keep_recent_tokens.is_some_and(|keep| kept_tokens + candidate.tokens <= keep);
-        if by_count || by_tokens {
-            working.insert((candidate.message, candidate.block));
-            kept_tokens += candidate.tokens;
-        } else if config.keep_recent_tokens.is_some() {
-            // Past the token window, stop counting it; count-based keeping may still apply.
-            kept_tokens = u64::MAX / 2;
-        }
-    }
-    for candidate in &candidates {
-        let key = (candidate.message, candidate.block);
-        if !chosen.contains(&key) && !working.contains(&key) && !protected.contains(&key) && !hot_reads.contains(&key) {
-            order.push(candidate.choice(Reason::Age));
-        }
-    }
-    if let Some(over) = config.clear_inputs_over {
-        let last_assistant = messages.iter().rposition(|message| message.role == Role::Assistant);
-        for (index, message) in messages.iter().enumerate() {
-            if Some(index) == last_assistant {
-                continue;
-            }
-            for (position, block) in message.content.iter().enumerate() {
-                let Block::ToolUse(tool_use) = block else { continue };
-                if !input_is_cleared(&tool_use.input) && counts[index][position] > over {
-                    order.push(Choice {
-                        message: index,
-                        block: position,
-                        reason: Reason::Input,
-                        tool: tool_use.name.clone(),
-                        action: classify(config.preset, &tool_use.name, &tool_use.input),
-                    });
-                }
-            }
-        }
-    }
-    (order, hot)
-}
-
-fn input_is_cleared(input: &Value) -> bool {
-    input.as_object().is_some_and(|map| {
-        map.values().any(|value| value.as_str().is_some_and(|text| text.starts_with("[contextfold: ")))
-    })
-}
-
-/// `9400` → `9.4k`.
-pub fn short_tokens(tokens: u64) -> String {
-    if tokens >= 1000 {
-        format!("{:.1}k", tokens as f64 / 1000.0)
-    } else {
-        tokens.to_string()
-    }
-}
-
-fn clip(text: &str, max_chars: usize) -> String {
-    clip_chars(text.lines().next().unwrap_or(""), max_chars)
-}
-
-/// How the model gets a payload back: with the recall tool when it has one, else by redoing
-/// what produced it.
-fn restore_hint(kind: ActionKind, recall_tool: Option<&str>) -> Cow<'static, str> {
-    if let Some(tool) = recall_tool {
-        return Cow::Owned(format!("call {tool} with this ref to restore"));
-    }
-    Cow::Borrowed(match kind {
-        ActionKind::FileRead => "re-read the file to restore",
-        ActionKind::FileWrite | ActionKind::FileEdit => "read the file to see its current state",
-        ActionKind::Search => "re-run the search to restore",
-        ActionKind::Shell => "re-run the command to restore",
-        ActionKind::WebFetch => "fetch the URL again to restore",
-        ActionKind::Other => "re-run the tool to restore",
-    })
-}
-
-/// What a pointer says about the payload it stands for.
-#[derive(Debug, Clone, Copy)]
-pub struct Pointed<'a> {
-    /// The tool that produced it.
-    pub tool: &'a str,
-    /// What the call did, on what.
-    pub action: &'a Action,
-    /// Lines of the payload.
-    pub lines: usize,
-    /// Tokens of the payload.
-    pub tokens: u64,
-    /// Why it went.
-    pub reason: Reason,
-    /// For a failed call, the telling line of its error: a pointer keeps what went wrong.
-    pub failure: Option<&'a str>,
-}
-
-/// The pointer text for a payload; `recall_tool` as in [`EvictConfig::recall_tool`].
-pub fn pointer(pointed: &Pointed, reference: &str, recall_tool: Option<&str>) -> String {
-    let action = pointed.action;
-    let target = action.target.as_deref().map(|target| format!(" {}", clip(target, 80))).unwrap_or_default();
-    let range = action.range.as_deref().map(|range| format!(" [{range}]")).unwrap_or_default();
-    let failure = pointed.failure.map(|line| format!("; failed: {}", clip(line, 160))).unwrap_or_default();
-    format!(
-        "{POINTER_PREFIX}{}{target}{range} ({} lines, {} tokens; {}{failure}) — {}; ref {reference}]",
-        pointed.tool,
-        pointed.lines,
-        short_tokens(pointed.tokens),
-        pointed.reason.phrase(),
-        restore_hint(action.kind, recall_tool)
-    )
-}
-
-/// Plans one offload without applying it; `None` when it would free nothing.
-fn offload(
-    message: &Message,
-    choice: Choice,
-    tokens: u64,
-    recall_tool: Option<&str>,
-    counter: &dyn TokenCounter,
-) -> Option<Offload> {
-    let block = message.content.get(choice.block)?;
-    let (payload, reference, replacement) = match block {
-        Block::ToolResult(result) => {
-            let payload = match &result.content {
-                Some(ToolResultContent::Text(text)) => Value::String(text.clone()),
-                Some(ToolResultContent::Blocks(blocks)) => Value::Array(blocks.iter().map(Block::to_value).collect()),
-                None => return None,
-            };
-            // An output clipped earlier is pointed at by its original's ref, which the clip
-            // stored: recall gives the output as it came, in one hop, not the clipped text.
-            let text = result.text();
-            let reference =
-                crate::clip::clipped_original_ref(&text).map_or_else(|| payload_ref(&payload), str::to_string);
-            let lines = text.lines().count();
-            let failed = matches!(crate::extract::outcome(result), crate::extract::Outcome::Failed(_));
-            let failure = failed.then(|| crate::extract::error_line(&text));
-            let pointed = Pointed {
-                tool: &choice.tool,
-                action: &choice.action,
-                lines,
-                tokens,
-                reason: choice.reason,
-                failure: failure.as_deref(),
-            };
-            let text = pointer(&pointed, &reference, recall_tool);
-            let mut replaced = result.clone();
-            replaced.content = Some(ToolResultContent::Text(text));
-            (payload, reference, Block::ToolResult(replaced))
-        }
-        Block::ToolUse(tool_use) => {
-            let reference = payload_ref(&tool_use.input);
-            let mut replaced = tool_use.clone();
-            let Value::Object(fields) = &mut replaced.input else { return None };
-            for (key, value) in fields.iter_mut() {
-                let Value::String(text) = value else { continue };
-                if text.len() < CLEARED_INPUT_BYTES {
-                    continue;
-                }
-                *value = Value::String(format!(
-                    "{POINTER_PREFIX}`{key}` of this {} call ({} lines, {} tokens; {}) — {}; ref {reference}]",
-                    choice.tool,
-                    text.lines().count(),
-                    short_tokens(counter.count_text(text)),
-                    choice.reason.phrase(),
-                    restore_hint(ActionKind::FileWrite, recall_tool),
-                ));
-            }
-            (tool_use.input.clone(), reference, Block::ToolUse(replaced))
-        }
-        _ => return None,
-    };
-    let freed = tokens.checked_sub(count_block(counter, &replacement)).filter(|&freed| freed > 0)?;
-    Some(Offload {
-        reference,
-        tool: choice.tool,
-        kind: choice.action.kind,
-        target: choice.action.target,
-        message: choice.message,
-        block: choice.block,
-        tokens,
-        freed,
-        reason: choice.reason,
-        payload,
-        replacement,
-    })
-}
-
 /// String arguments at least this long are cleared by [`EvictConfig::clear_inputs_over`].
 pub const CLEARED_INPUT_BYTES: usize = 400;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::{count_conversation, Chars4};
+    use crate::tokens::{count_block, count_conversation, Chars4};
     use crate::validate::validate;
     use serde_json::json;
 
