@@ -58,7 +58,24 @@ fn exit_code(text: &str) -> Option<i64> {
         .or_else(|| text.strip_prefix("Exit code").and_then(|_| number_after("Exit code")))
 }
 
-/// The most telling line of an error output: for a Python traceback its exception line,
+/// The exception line of each Python traceback in `text`, in order: the first line after a
+/// traceback's header that is not indented.
+fn exception_lines(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut in_traceback = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("Traceback (most recent call last)") {
+            in_traceback = true;
+        } else if in_traceback && !line.trim().is_empty() && !line.starts_with(char::is_whitespace) {
+            found.push(line.trim());
+            in_traceback = false;
+        }
+    }
+    found
+}
+
+/// The most telling line of an error output: for a Python traceback its exception line
+/// (of a chained one, the first and the last distinct one, which propagated),
 /// else the first line naming an error or failure, else the first line of output (lines an
 /// agent wraps output in, such as `<returncode>1</returncode>` or `Exit code 1`, skipped);
 /// followed, joined by ` … `, by what a test runner or tool says failed when that line does
@@ -79,17 +96,17 @@ pub fn error_line(text: &str) -> String {
         "cannot",
     ];
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty() && !is_wrapper(line)).collect();
-    // A traceback's exception line is the first line after it that is not indented.
-    let exception = text
-        .lines()
-        .skip_while(|line| !line.trim_start().starts_with("Traceback (most recent call last)"))
-        .skip(1)
-        .find(|line| !line.trim().is_empty() && !line.starts_with(char::is_whitespace))
-        .map(str::trim);
+    // A chained traceback: the first exception, then the last distinct one, which is what
+    // propagated (the ones between are collapsed).
+    let exceptions = exception_lines(text);
+    let exception = exceptions.first().copied();
     let telling = exception.or_else(|| lines.iter().find(|line| CUES.iter().any(|cue| line.contains(cue))).copied());
     let Some(telling) = telling.or(lines.first().copied()) else { return first_line(text, 200) };
-    // What a runner or a tool says failed, when the first telling line is something else.
     let mut line = clip_chars(telling, 200);
+    if let Some(last) = exceptions.last().filter(|last| Some(**last) != exception) {
+        line = format!("{line} … then {}", clip_chars(last, 150));
+    }
+    // What a runner or a tool says failed, when the first telling line is something else.
     for verdict in crate::runners::verdict_lines(text) {
         if !telling.contains(verdict) {
             line = format!("{line} … {}", clip_chars(verdict, 150));
@@ -141,5 +158,23 @@ mod tests {
             error_line(pytest),
             "ERROR: warning: error handling … FAILED tests/a.py::test_b - AssertionError … === 1 failed, 50 passed in 2.20s ==="
         );
+    }
+
+    #[test]
+    fn a_chained_traceback_is_told_by_its_first_exception_and_the_one_that_propagated() {
+        let single = "Traceback (most recent call last):\n  File \"a.py\", line 1\n    x()\nNameError: name 'x' is not defined";
+        assert_eq!(error_line(single), "NameError: name 'x' is not defined");
+        let chained = "Traceback (most recent call last):\n  File \"a.py\", line 2, in load\n    open(p)\n\
+                       FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'\n\n\
+                       During handling of the above exception, another exception occurred:\n\n\
+                       Traceback (most recent call last):\n  File \"a.py\", line 4, in main\n    load()\n\
+                       RuntimeError: no configuration\n";
+        assert_eq!(
+            error_line(chained),
+            "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml' … then RuntimeError: no configuration"
+        );
+        // The same exception raised again is told once.
+        let again = chained.replace("RuntimeError: no configuration", "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'");
+        assert_eq!(error_line(&again), "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'");
     }
 }

@@ -329,7 +329,7 @@ type PreparedOutput<'py> = (Bound<'py, PyList>, Option<Bound<'py, PyAny>>, usize
 #[pymethods]
 impl Middleware {
     #[new]
-    #[pyo3(signature = (window, reserve, *, target=0.3, system=None, tools=None, store=None, session=None,
+    #[pyo3(signature = (window, reserve, *, target=0.2, system=None, tools=None, store=None, session=None,
         format="anthropic", strategy="auto", summarizer="extractive", tokenizer="o200k", recall_tool=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -370,7 +370,7 @@ impl Middleware {
     /// A middleware that goes on from `state`, a `snapshot()` of one made with the same
     /// settings.
     #[staticmethod]
-    #[pyo3(signature = (state, window, reserve, *, target=0.3, system=None, tools=None, store=None, session=None,
+    #[pyo3(signature = (state, window, reserve, *, target=0.2, system=None, tools=None, store=None, session=None,
         format="anthropic", strategy="auto", summarizer="extractive", tokenizer="o200k", recall_tool=false))]
     #[allow(clippy::too_many_arguments)]
     fn restore(

@@ -85,7 +85,7 @@ pub struct ServeConfig {
     pub window: Option<u64>,
     /// Tokens of the window kept free for the answer.
     pub reserve: u64,
-    /// The share of the usable window a compaction aims for (default 0.3).
+    /// The share of the usable window a compaction aims for (default 0.2).
     pub target: f64,
     /// What a compaction may do.
     pub strategy: Strategy,

@@ -39,7 +39,7 @@ use mcp::MCP_HELP;
 pub use plan::PlanArgs;
 pub use recall::RecallArgs;
 pub use render::RenderArgs;
-pub use replay::ReplayArgs;
+pub use replay::{CorpusPart, ReplayArgs};
 use replay::REPLAY_HELP;
 pub use report::ReportArgs;
 use report::REPORT_HELP;
@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(serve.listen, "127.0.0.1:8787".parse().unwrap());
         assert_eq!(serve.upstream, "https://api.anthropic.com");
         assert_eq!(serve.upstream_openai, "https://api.openai.com/v1");
-        assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.3));
+        assert_eq!((serve.window, serve.reserve, serve.target), (None, 16_000, 0.2));
         assert_eq!(serve.max_body, 512 * 1024 * 1024);
         assert_eq!((serve.idle_timeout, serve.upstream_timeout, serve.max_sessions), (300, 600, 1_000));
         assert_eq!(serve.log_format, contextfold_serve::LogFormat::Text);

@@ -1,7 +1,7 @@
 //! The arguments of `contextfold replay`: replaying recorded sessions under several strategies.
 
 use super::{parse_fraction, parse_tokens, CountingArgs, InputArgs, LlmArgs};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 pub(super) const REPLAY_HELP: &str = "\
@@ -64,6 +64,10 @@ pub struct ReplayArgs {
     /// Session files or directories of them.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Replay only this part of the sessions, split by a fixed hash of each file name: about
+    /// two thirds to tune changes on, a third to check them on.
+    #[arg(long, value_enum)]
+    pub part: Option<CorpusPart>,
     /// The model's context window; several, comma-separated, for one table each.
     #[arg(long, value_name = "W", value_delimiter = ',', required = true, value_parser = parse_tokens)]
     pub window: Vec<u64>,
@@ -87,7 +91,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "F", default_value = "0.8", value_parser = parse_fraction)]
     pub trigger: f64,
     /// contextfold compacts to this share of the usable window.
-    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.3",
+    #[arg(long = "target-fraction", alias = "target", value_name = "F", default_value = "0.2",
           value_parser = parse_fraction)]
     pub target_fraction: f64,
     #[command(flatten)]
@@ -110,4 +114,13 @@ pub struct ReplayArgs {
     pub counting: CountingArgs,
     #[command(flatten)]
     pub input: InputArgs,
+}
+
+/// A part of a corpus of sessions (`--part`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorpusPart {
+    /// About two thirds of the sessions, to tune changes on.
+    Tuning,
+    /// The other third, to check them on.
+    Checking,
 }

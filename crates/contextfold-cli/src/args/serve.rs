@@ -79,7 +79,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "R", default_value = "16000", value_parser = parse_tokens)]
     pub reserve: u64,
     /// The share of the usable window a compaction aims for.
-    #[arg(long, value_name = "F", default_value = "0.3", value_parser = parse_fraction)]
+    #[arg(long, value_name = "F", default_value = "0.2", value_parser = parse_fraction)]
     pub target: f64,
     /// auto (evict first, summarize only if needed), evict, or summarize.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]

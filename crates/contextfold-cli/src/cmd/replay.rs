@@ -1,7 +1,7 @@
 //! `contextfold replay`: strategies side by side on recorded sessions.
 
 use super::compact::{compactor, inputs};
-use crate::args::ReplayArgs;
+use crate::args::{CorpusPart, ReplayArgs};
 use crate::output::{self, thousands};
 use anyhow::{bail, Context};
 use contextfold::compactor::Target;
@@ -9,6 +9,7 @@ use contextfold::core::format::{self, Format, Layout};
 use contextfold::core::tokens::TokenCounter;
 use contextfold::core::Conversation;
 use contextfold::redact::Redactor;
+use contextfold::replay::held_back::Part;
 use contextfold::replay::{probe_kinds, relate_to_none, replay_with, CallRecord, Price, ReplayConfig, StrategyResult};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -41,9 +42,21 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     for &window in &args.window {
         Target::Window { window, reserve: args.reserve, fraction: args.target_fraction }.check()?;
     }
-    let files = inputs(&args.files)?;
+    let mut files = inputs(&args.files)?;
     if files.is_empty() {
         bail!("no session files found");
+    }
+    if let Some(part) = args.part {
+        let part = match part {
+            CorpusPart::Tuning => Part::Tuning,
+            CorpusPart::Checking => Part::Checking,
+        };
+        let all = files.len();
+        files.retain(|file| Part::of(file) == part);
+        eprintln!("replaying the {} part: {} of {all} session file(s)", part.name(), files.len());
+        if files.is_empty() {
+            bail!("no session file is in the {} part", part.name());
+        }
     }
     let strategies: Vec<String> = match &args.strategies {
         Some(names) => names.clone(),

@@ -207,7 +207,7 @@ class Middleware:
         window: int,
         reserve: int,
         *,
-        target: float = 0.3,
+        target: float = 0.2,
         system: Union[str, Sequence[Mapping[str, Any]], None] = None,
         tools: Optional[Sequence[Mapping[str, Any]]] = None,
         store: Optional[Store] = None,

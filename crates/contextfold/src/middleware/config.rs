@@ -8,7 +8,7 @@ use contextfold_core::System;
 use serde_json::Value;
 
 /// The share of the usable window the middleware compacts to by default.
-pub const DEFAULT_TARGET: f64 = 0.3;
+pub const DEFAULT_TARGET: f64 = 0.2;
 
 /// Where the middleware works.
 #[derive(Debug, Clone, PartialEq)]

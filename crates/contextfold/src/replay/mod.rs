@@ -18,6 +18,7 @@
 //! kept and what follows them, and the request is updated in place (module `request`).
 
 mod extract_probes;
+pub mod held_back;
 mod probe_set;
 mod probes;
 mod request;

@@ -319,3 +319,21 @@ fn replay_steps_hand_over_only_what_changed() {
         assert!(long <= short * 5 / 2, "{name}: {short} messages for 1,000, {long} for 2,000");
     }
 }
+
+/// The checking part kept in the repository is exactly the corpus's sessions the rule puts
+/// there: a session added to the corpus is listed, or this fails.
+#[test]
+fn the_corpus_checking_part_is_the_one_kept_in_the_repository() {
+    use contextfold::replay::held_back::Part;
+    let Some(dir) = crate::common::corpus_dir() else { return };
+    let listed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus-checking.txt"))
+        .expect("the list is in the repository");
+    let listed: Vec<&str> = listed.lines().filter(|line| !line.starts_with('#') && !line.is_empty()).collect();
+    let mut checking: Vec<String> = crate::common::corpus_files(&dir)
+        .into_iter()
+        .filter(|file| Part::of(file) == Part::Checking)
+        .filter_map(|file| Some(file.file_name()?.to_str()?.to_string()))
+        .collect();
+    checking.sort();
+    assert_eq!(checking, listed);
+}
