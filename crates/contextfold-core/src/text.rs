@@ -162,7 +162,8 @@ mod tests {
 
     #[test]
     fn a_chained_traceback_is_told_by_its_first_exception_and_the_one_that_propagated() {
-        let single = "Traceback (most recent call last):\n  File \"a.py\", line 1\n    x()\nNameError: name 'x' is not defined";
+        let single =
+            "Traceback (most recent call last):\n  File \"a.py\", line 1\n    x()\nNameError: name 'x' is not defined";
         assert_eq!(error_line(single), "NameError: name 'x' is not defined");
         let chained = "Traceback (most recent call last):\n  File \"a.py\", line 2, in load\n    open(p)\n\
                        FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'\n\n\
@@ -174,7 +175,10 @@ mod tests {
             "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml' … then RuntimeError: no configuration"
         );
         // The same exception raised again is told once.
-        let again = chained.replace("RuntimeError: no configuration", "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'");
+        let again = chained.replace(
+            "RuntimeError: no configuration",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'",
+        );
         assert_eq!(error_line(&again), "FileNotFoundError: [Errno 2] No such file or directory: 'conf.toml'");
     }
 }

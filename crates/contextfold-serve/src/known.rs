@@ -135,9 +135,7 @@ impl KnownList {
         // The separator ends where the next entry starts, as a scan would find it.
         let after = list.get(entry.span.1..next).filter(|_| list.get(next).is_some_and(opens_value));
         let text = list.get(entry.span.0..entry.span.1);
-        opened
-            && after.is_some_and(|gap| is_gap(gap, b','))
-            && text.is_some_and(|text| bytes_key(text) == entry.key)
+        opened && after.is_some_and(|gap| is_gap(gap, b',')) && text.is_some_and(|text| bytes_key(text) == entry.key)
     }
 
     /// The bytes it holds.

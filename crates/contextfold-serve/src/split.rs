@@ -40,7 +40,6 @@ pub struct Object<'a> {
     pub known: Option<Shared>,
 }
 
-
 /// The object `text` holds (whitespace around it allowed), its field keyed `list` (written
 /// without escapes) split into entries as the object is read; `None` when its structure is
 /// not an object's, or that field is not there exactly once or is not an array. `known`

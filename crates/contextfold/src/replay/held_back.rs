@@ -22,7 +22,7 @@ pub enum Part {
 impl Part {
     /// The part of the session in `file` (by its file name).
     pub fn of(file: &Path) -> Part {
-        let name = file.file_name().map_or_else(|| file.as_os_str(), |name| name);
+        let name = file.file_name().unwrap_or(file.as_os_str());
         match hash_bytes(name.as_encoded_bytes()) % 3 {
             0 => Part::Checking,
             _ => Part::Tuning,

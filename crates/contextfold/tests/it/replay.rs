@@ -326,8 +326,9 @@ fn replay_steps_hand_over_only_what_changed() {
 fn the_corpus_checking_part_is_the_one_kept_in_the_repository() {
     use contextfold::replay::held_back::Part;
     let Some(dir) = crate::common::corpus_dir() else { return };
-    let listed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus-checking.txt"))
-        .expect("the list is in the repository");
+    let listed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus-checking.txt"))
+            .expect("the list is in the repository");
     let listed: Vec<&str> = listed.lines().filter(|line| !line.starts_with('#') && !line.is_empty()).collect();
     let mut checking: Vec<String> = crate::common::corpus_files(&dir)
         .into_iter()
