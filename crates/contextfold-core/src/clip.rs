@@ -14,15 +14,17 @@
 
 use crate::conversation::{Block, Conversation, ToolResultContent, ToolUse};
 use crate::hash::payload_ref;
-use crate::text::{clip_chars, error_line, outcome, Outcome};
+use crate::text::{error_line, outcome, Outcome};
 use crate::tokens::{count_block, TokenCounter, BLOCK_OVERHEAD};
 use crate::tools::{classify, ActionKind, Preset};
 use serde::Serialize;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 mod json;
+mod marker;
+
+use marker::{marker, Cut};
 
 /// How every clip marker starts.
 pub const CLIP_PREFIX: &str = "[contextfold: clipped ";
@@ -278,66 +280,6 @@ fn tokens_of(text: &str, counter: &dyn TokenCounter) -> (u64, bool) {
     let sampled = counter.count_text(first) + counter.count_text(last);
     let estimate = u128::from(sampled) * text.len() as u128 / (first.len() + last.len()) as u128;
     (u64::try_from(estimate).unwrap_or(u64::MAX), false)
-}
-
-fn short_tokens(tokens: u64, counted: bool) -> String {
-    let about = if counted { "" } else { "~" };
-    match tokens {
-        1 if counted => "1 token".to_string(),
-        0..=9_999 => format!("{about}{tokens} tokens"),
-        10_000..=999_999 => format!("~{}k tokens", (tokens + 500) / 1000),
-        _ => format!("~{:.1}M tokens", tokens as f64 / 1_000_000.0),
-    }
-}
-
-fn short_bytes(bytes: usize) -> String {
-    match bytes {
-        0..=9_999 => format!("{bytes} bytes"),
-        10_000..=999_999 => format!("{:.0} kB", bytes as f64 / 1000.0),
-        _ => format!("{:.1} MB", bytes as f64 / 1_000_000.0),
-    }
-}
-
-fn hint(kind: ActionKind, recall_tool: Option<&str>) -> Cow<'static, str> {
-    if let Some(tool) = recall_tool {
-        return Cow::Owned(format!("call {tool} with this ref for the full output"));
-    }
-    Cow::Borrowed(match kind {
-        ActionKind::FileRead => "re-read the file (or a line range of it) for the rest",
-        ActionKind::Search => "narrow the search for the rest",
-        ActionKind::WebFetch => "fetch the URL again for the rest",
-        _ => "re-run the command with narrower output for the rest",
-    })
-}
-
-/// How many characters of a failed output's telling line a marker holds.
-const FAILURE_CHARS: usize = 160;
-
-/// What a marker says about the cut part.
-struct Cut<'a> {
-    lines: Option<usize>,
-    tokens: (u64, bool),
-    bytes: usize,
-    pretty: bool,
-    /// The telling line of a failed output, when the cut part holds it.
-    failure: Option<&'a str>,
-}
-
-/// The marker for `cut`.
-fn marker(cut: &Cut, kind: ActionKind, config: &ClipConfig, reference: &str) -> String {
-    let Cut { lines, tokens: (tokens, counted), bytes, pretty, failure } = *cut;
-    let size = format!("{}, {}", short_tokens(tokens, counted), short_bytes(bytes));
-    let what = match lines {
-        Some(1) => format!("1 line ({size})"),
-        Some(lines) => format!("{lines} lines ({size})"),
-        None => size,
-    };
-    let shown = if pretty { " (JSON, shown pretty-printed)" } else { "" };
-    let failure = failure.map(|line| format!("; failed: {}", clip_chars(line, FAILURE_CHARS))).unwrap_or_default();
-    format!(
-        "{CLIP_PREFIX}{what} from the middle of this output{shown}{failure} — {}; ref {reference}]",
-        hint(kind, config.recall_tool.as_deref())
-    )
 }
 
 /// Clips `text` to at most `config.max_tokens` tokens (never less than [`MIN_CLIP_TOKENS`]):

@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod action;
 mod allocator;
 mod api;
 mod app;

@@ -6,7 +6,7 @@
 //! one call, so they cannot disagree. The proxy's own endpoints (`/metrics`, `/health`,
 //! `/ready`) write no log line and are not counted.
 
-use crate::log::Action;
+use crate::action::Action;
 use crate::route::Api;
 use crate::savings::Added;
 use crate::usage::Reported;

@@ -43,6 +43,7 @@
 //! skeleton are not written.
 
 mod check;
+mod items;
 mod read;
 mod write;
 

@@ -1,7 +1,8 @@
 //! The conversation model back to Responses items: skeletons filled from their blocks,
 //! default shapes for blocks without one.
 
-use super::read::{file_source, image_source, parse_arguments, InputStyle, CALLS};
+use super::items::{InputStyle, CALLS};
+use super::read::{file_source, image_source, parse_arguments};
 use super::{Layout, LAYOUT_KEY};
 use crate::conversation::{Block, Conversation, Media, Role, System, ToolResult, ToolResultContent, ToolUse};
 use crate::format::tool_as_function;
