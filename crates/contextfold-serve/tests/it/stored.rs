@@ -181,7 +181,11 @@ async fn every_ref_recalls_the_original_even_of_an_output_clipped_then_evicted()
     let path = dir.join("proxy.db");
     let mock = Mock::start(agent_script(10_000)).await;
     let store = Some(StoreLocation::File(path.clone()));
-    let proxy = proxy(contextfold_serve::ServeConfig { store, strategy: Strategy::Evict, ..config(&mock.url()) }).await;
+    // At a target of 0.3 of the window the older outputs fit unclipped, so a clip marker
+    // left in the last requests can only be the big output's.
+    let proxy =
+        proxy(contextfold_serve::ServeConfig { store, strategy: Strategy::Evict, target: 0.3, ..config(&mock.url()) })
+            .await;
     let client = client();
     let mut agent = Agent::new("clipper", "read the generated parser");
     let mut huge = String::new();

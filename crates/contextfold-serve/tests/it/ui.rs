@@ -38,7 +38,9 @@ async fn conversation(test: &str, token: Option<&str>) -> Conversation {
     let mock = Mock::start(agent_script(10_000)).await;
     let store = Some(StoreLocation::File(path.clone()));
     let auth_token = token.map(str::to_string);
-    let proxy = proxy(ServeConfig { store, auth_token, ..config(&mock.url()) }).await;
+    // The scenario needs an output evicted behind a pointer, not folded into the summary,
+    // which a target of 0.3 of the window gives it.
+    let proxy = proxy(ServeConfig { store, auth_token, target: 0.3, ..config(&mock.url()) }).await;
     let client = client();
     let mut agent = Agent::new("dash", "tidy the parser");
     agent.output_chars = 7_000;

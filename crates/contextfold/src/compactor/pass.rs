@@ -260,10 +260,36 @@ impl<'a> Pass<'a> {
     /// no more; a bounded number of rounds. Returns the conversation's tokens; the ledger
     /// must be synced to `work`.
     ///
+    /// The newest turn is what the model just asked for: when it fits whole beside the
+    /// preamble, only the outputs before it are clipped, unless the request is still over
+    /// its cap after that.
+    fn clip(&mut self) -> u64 {
+        let ceiling = self.config.limit.or(self.config.target.usable());
+        // The newest turn: from the last assistant message on (its calls and their outputs).
+        let start = self.work.messages.iter().rposition(|message| message.role == Role::Assistant);
+        let newest = start.filter(|&start| {
+            let tokens: u64 = (start..self.work.messages.len())
+                .map(|index| self.ledger.message_tokens(index).unwrap_or_default())
+                .sum();
+            ceiling.is_some_and(|ceiling| self.ledger.preamble_tokens() + tokens <= ceiling)
+        });
+        let mut tokens = self.clip_before(newest.unwrap_or(self.work.messages.len()));
+        if newest.is_some() && ceiling.is_some_and(|ceiling| tokens > ceiling) {
+            tokens = self.clip_before(self.work.messages.len());
+        }
+        if !self.report.clipped.is_empty() {
+            self.report.fallbacks.push(Fallback::Clip { after: self.steps.last() });
+            self.steps.push(Step::Clip);
+        }
+        tokens
+    }
+
+    /// [`clip`](Pass::clip) of the outputs of the messages before `end`.
+    ///
     /// An output clipped in an earlier round is clipped again from its original, so that its
     /// marker names the ref of the original, the payload that is stored (clipping the clipped
     /// text would name a ref that nothing stores).
-    fn clip(&mut self) -> u64 {
+    fn clip_before(&mut self, end: usize) -> u64 {
         let mut tokens = self.ledger.preamble_tokens() + self.ledger.total();
         let Some(mut limit) = self.config.max_tool_output.tokens(self.target) else {
             return tokens;
@@ -283,7 +309,10 @@ impl<'a> Pass<'a> {
                 recall_tool: self.config.evict.recall_tool.clone(),
                 ..ClipConfig::new(limit)
             };
-            for item in clip(&mut self.work, &clip_config, self.counter) {
+            let kept = self.work.messages.split_off(end.min(self.work.messages.len()));
+            let clipped = clip(&mut self.work, &clip_config, self.counter);
+            self.work.messages.extend(kept);
+            for item in clipped {
                 // A payload clipped again is reported once, with its original size.
                 match self.report.clipped.iter_mut().find(|old| (old.message, old.block) == (item.message, item.block))
                 {
@@ -296,10 +325,6 @@ impl<'a> Pass<'a> {
                 break;
             }
             limit = (limit / 2).max(MIN_CLIP_TOKENS);
-        }
-        if !self.report.clipped.is_empty() {
-            self.report.fallbacks.push(Fallback::Clip { after: self.steps.last() });
-            self.steps.push(Step::Clip);
         }
         tokens
     }
