@@ -3,6 +3,7 @@
 
 use crate::background::Background;
 use crate::branches::Branches;
+use crate::compaction::ConversationState;
 use crate::compaction::Settings;
 use crate::config::LogFormat;
 use crate::conversations::Conversations;
@@ -25,7 +26,7 @@ pub struct App {
     /// How conversations are compacted.
     pub settings: Settings,
     /// Each conversation's branches.
-    pub conversations: Conversations<Branches>,
+    pub conversations: Conversations<Branches<ConversationState>>,
     /// Each Messages conversation's last messages, read into the model.
     pub parsed: Conversations<ParsedHistory>,
     /// Each conversation's last list, for the split of its next request.

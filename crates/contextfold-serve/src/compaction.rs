@@ -11,7 +11,7 @@
 //! middleware keeps changes only at a compaction, so that rest is the same text on every
 //! call until the next one, which keeps the provider's prompt cache warm.
 
-use crate::branches::Branches;
+use crate::branches::{Branch, Branches};
 use crate::secrets::{self, Secrets};
 use crate::state::Record;
 use crate::store::ProxyStore;
@@ -252,22 +252,6 @@ impl ConversationState {
         store.save(key, expected, bytes).await
     }
 
-    /// Whether a history with `chain` continues this branch: it holds every message the
-    /// branch covers, each as it was.
-    pub fn continued_by(&self, chain: &HistoryChain) -> bool {
-        chain.prefix(self.covers.0) == Some(self.covers.1)
-    }
-
-    /// How many messages of the client's history it covers.
-    pub fn covered(&self) -> usize {
-        self.covers.0
-    }
-
-    /// The store session its compactions go to.
-    pub fn session(&self) -> Option<&SessionId> {
-        self.session.as_ref()
-    }
-
     /// Its window, in tokens.
     pub fn window(&self) -> u64 {
         self.window
@@ -276,11 +260,6 @@ impl ConversationState {
     /// The tokens of its system prompt and tools.
     pub fn fixed_tokens(&self) -> u64 {
         self.fixed_tokens
-    }
-
-    /// What tells it from the conversation's other branches.
-    pub fn id(&self) -> u64 {
-        self.id
     }
 
     /// Calibrates the estimate with the provider's count of the input tokens of request
@@ -309,10 +288,35 @@ pub struct Place<'a> {
     pub key: &'a str,
 }
 
+impl Branch for ConversationState {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A history with `chain` continues this branch when it holds every message the branch
+    /// covers, each as it was.
+    fn continued_by(&self, chain: &HistoryChain) -> bool {
+        chain.prefix(self.covers.0) == Some(self.covers.1)
+    }
+
+    fn covered(&self) -> usize {
+        self.covers.0
+    }
+
+    fn session(&self) -> Option<&SessionId> {
+        self.session.as_ref()
+    }
+}
+
 /// Brings `branches` up to the store's version of the conversation: when another process
 /// wrote a newer record and it is the branch `request` continues, it is held in place of this
 /// process's (its secrets taken from `request`); a record of another branch is only noted.
-async fn refresh(branches: &mut Branches, place: Place<'_>, store: &ProxyStore, request: &Incoming<'_>) {
+async fn refresh(
+    branches: &mut Branches<ConversationState>,
+    place: Place<'_>,
+    store: &ProxyStore,
+    request: &Incoming<'_>,
+) {
     // On failure (logged by the store) it goes on from memory.
     let Ok(version) = store.version(place.key).await else { return };
     if version == 0 || version == branches.version {
@@ -334,7 +338,11 @@ const ATTEMPTS: usize = 3;
 /// Decides what to send for `request`, with the branch of the conversation it continues
 /// (created when it continues none, or read from the store when another process went on
 /// with it).
-pub async fn prepare(branches: &mut Branches, place: Place<'_>, request: &Incoming<'_>) -> (Outcome, CallId) {
+pub async fn prepare(
+    branches: &mut Branches<ConversationState>,
+    place: Place<'_>,
+    request: &Incoming<'_>,
+) -> (Outcome, CallId) {
     let Some(store) = place.store else {
         let (outcome, call, _) = prepare_once(branches, place, request).await;
         return (outcome, call);
@@ -385,7 +393,11 @@ fn not_stored(outcome: Outcome, why: &str) -> Outcome {
 
 /// Decides what to send for `request` with the branch it continues, or a new one; and
 /// whether the branch is new.
-async fn prepare_once(branches: &mut Branches, place: Place<'_>, request: &Incoming<'_>) -> (Outcome, CallId, bool) {
+async fn prepare_once(
+    branches: &mut Branches<ConversationState>,
+    place: Place<'_>,
+    request: &Incoming<'_>,
+) -> (Outcome, CallId, bool) {
     let (state, fresh) = match branches.take_continued(request.chain) {
         Some(state) => (state, false),
         None => (ConversationState::new(place, request).await, true),

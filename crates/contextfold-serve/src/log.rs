@@ -3,13 +3,15 @@
 //! so no key or token can be.
 
 pub use crate::action::Action;
-use crate::calls::{Call, Recorder};
+use crate::calls::{Added, Call, Recorder};
 use crate::config::LogFormat;
 use crate::metrics::Line;
 use crate::route::Api;
 use crate::usage::Reported;
+use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The log line of one request, filled in as it goes and written once, when its response
 /// ends (or fails, or the client leaves): a line dropped unwritten, because the client left
@@ -87,6 +89,59 @@ impl Drop for RequestLog {
 }
 
 impl RequestLog {
+    /// The call this line describes.
+    pub fn call(&self) -> Call<'_> {
+        Call {
+            conversation: self.conversation.as_deref().unwrap_or_default(),
+            model: self.model.as_deref(),
+            action: self.action,
+            status: self.status,
+            tokens: self.tokens_in.zip(self.tokens_out),
+            preamble: self.preamble.unwrap_or(0),
+            counts_tokens: self.path.ends_with("/count_tokens"),
+        }
+    }
+
+    /// The record of the call this line describes, in a conversation whose window is
+    /// `window`, with the cost the tally `counted` for it; `timings` are the milliseconds the
+    /// line states (added, first byte, total). `None` when it only counted tokens.
+    pub fn call_record(
+        &self,
+        window: u64,
+        counted: Option<Added>,
+        timings: (Option<f64>, Option<f64>, f64),
+    ) -> Option<Value> {
+        if self.path.ends_with("/count_tokens") {
+            return None;
+        }
+        let (added_ms, first_byte_ms, total_ms) = timings;
+        let record = json!({
+            "at": SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()),
+            "api": self.api.name(),
+            "model": self.model,
+            "stream": self.stream,
+            "action": self.action.name(),
+            "note": self.note,
+            "status": self.status,
+            "tokens_received": self.tokens_in,
+            "tokens_sent": self.tokens_out,
+            "preamble_tokens": self.preamble,
+            "window": window,
+            "added_ms": added_ms,
+            "first_byte_ms": first_byte_ms,
+            "total_ms": total_ms,
+            "cost_without": counted.and_then(|added| added.cost).map(|(without, _)| without),
+            "cost_with": counted.and_then(|added| added.cost).map(|(_, with)| with),
+            "usage": self.reported.map(|reported| json!({
+                "input": reported.input,
+                "cache_read": reported.cache_read,
+                "cache_write": reported.cache_write,
+                "output": reported.output,
+            })),
+        });
+        Some(record)
+    }
+
     /// The line of a request that just arrived.
     pub fn new(format: LogFormat, method: &str, path: &str) -> RequestLog {
         RequestLog {
@@ -137,7 +192,7 @@ impl RequestLog {
         let mut counted = None;
         if let Some(stats) = &self.tally {
             let metrics = stats.metrics();
-            stats.savings().record(&Call::of_log(self), |added| {
+            stats.savings().record(&self.call(), |added| {
                 metrics.add(added);
                 counted = Some(*added);
             });
@@ -176,7 +231,9 @@ impl RequestLog {
         }
         // After the line, which a client that has its answer may be waiting for.
         if let Some(recorder) = self.recorder.take() {
-            recorder.record(self, counted, (added_ms, first_byte_ms, total_ms));
+            if let Some(record) = self.call_record(recorder.window, counted, (added_ms, first_byte_ms, total_ms)) {
+                recorder.write(record);
+            }
         }
         if let Some(stats) = &self.tally {
             stats.metrics().observe(&Line {

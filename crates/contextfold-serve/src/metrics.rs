@@ -7,8 +7,8 @@
 //! `/ready`) write no log line and are not counted.
 
 use crate::action::Action;
+use crate::calls::Added;
 use crate::route::Api;
-use crate::savings::Added;
 use crate::usage::Reported;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

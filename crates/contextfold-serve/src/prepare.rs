@@ -6,7 +6,7 @@
 
 use crate::app::App;
 use crate::body::{BodyError, RequestBody, Unchecked};
-use crate::branches::Branches;
+use crate::branches::{Branch, Branches};
 use crate::calls::Recorder;
 use crate::compaction::{self, Incoming, Outcome, Place};
 use crate::headers::compaction_off;

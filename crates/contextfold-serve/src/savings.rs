@@ -9,9 +9,10 @@
 //! previous one; what contextfold sends shares the previous one too, except after a
 //! compaction, which shares only the system prompt and tools in front of the messages.
 
-use crate::calls::Call;
-use crate::log::Action;
+use crate::action::Action;
+use crate::calls::{Added, Call};
 use contextfold::replay::Price;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -60,18 +61,6 @@ impl Totals {
         }
         line
     }
-}
-
-/// What one call added to the totals, for the metrics to add too (under the tally's lock,
-/// so that they add in the same order).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Added {
-    /// Estimated tokens of the request as the client sent it.
-    pub tokens_received: u64,
-    /// Estimated tokens of the request as sent upstream.
-    pub tokens_sent: u64,
-    /// The estimated input cost without and with contextfold, when the model is priced.
-    pub cost: Option<(f64, f64)>,
 }
 
 /// The tally, shared by every request.
@@ -148,11 +137,25 @@ impl Totals {
     }
 }
 
+/// Adds the call stored `record` of `session` describes to `totals`, with the cost the proxy
+/// tallied for it when it was made (so a report over the store states what the proxy
+/// stated); returns whether it counted.
+pub fn add_record(totals: &mut Totals, session: &str, record: &Value) -> bool {
+    let Some(call) = Call::of_record(session, record).filter(Call::counts) else { return false };
+    let Some((tokens_received, tokens_sent)) = call.tokens else { return false };
+    let dollars = |name: &str| record.get(name).and_then(Value::as_f64);
+    let cost = dollars("cost_without").zip(dollars("cost_with"));
+    let family = cost.and(call.model.and_then(Price::of_model)).map(|(family, _)| family);
+    totals.add(&Added { tokens_received, tokens_sent, cost }, call.action == Action::Compacted, family);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::LogFormat;
     use crate::log::RequestLog;
+    use serde_json::json;
 
     fn call(conversation: &str, model: &str, tokens: (u64, u64), action: Action) -> RequestLog {
         let mut log = RequestLog::new(LogFormat::Text, "POST", "/v1/messages");
@@ -168,16 +171,16 @@ mod tests {
     #[test]
     fn the_tally_prices_each_conversation_with_the_cache_model() {
         let savings = Savings::default();
-        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged)), |_| {});
-        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted)), |_| {});
-        savings.record(&Call::of_log(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent)), |_| {});
+        savings.record(&call("a", "claude-sonnet-4-5", (100_000, 100_000), Action::Unchanged).call(), |_| {});
+        savings.record(&call("a", "claude-sonnet-4-5", (150_000, 40_000), Action::Compacted).call(), |_| {});
+        savings.record(&call("a", "claude-sonnet-4-5", (160_000, 50_000), Action::Resent).call(), |_| {});
         let mut not_a_call = call("a", "claude-sonnet-4-5", (1, 1), Action::Refused);
         not_a_call.status = 401;
-        savings.record(&Call::of_log(&not_a_call), |_| {});
+        savings.record(&not_a_call.call(), |_| {});
         let mut counted = call("b", "claude-sonnet-4-5", (9, 9), Action::Unchanged);
         counted.path = "/v1/messages/count_tokens".into();
-        savings.record(&Call::of_log(&counted), |_| {});
-        savings.record(&Call::of_log(&call("c", "gpt-5", (10, 10), Action::Unchanged)), |_| {});
+        savings.record(&counted.call(), |_| {});
+        savings.record(&call("c", "gpt-5", (10, 10), Action::Unchanged).call(), |_| {});
         let totals = savings.totals();
         assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (4, 1, 1));
         assert_eq!((totals.tokens_received, totals.tokens_sent), (410_010, 190_010));
@@ -193,5 +196,21 @@ mod tests {
         let line = totals.line();
         assert!(line.starts_with("4 calls, 1 compactions; 410010 tokens received, 190010 sent; estimated input cost $"));
         assert!(line.ends_with("; 1 calls of models with no known list price are not in the cost"), "{line}");
+    }
+
+    #[test]
+    fn records_add_up_with_the_cost_they_were_made_at() {
+        let mut totals = Totals::default();
+        let priced = json!({"model": "claude-sonnet-4-5", "action": "compacted", "status": 200,
+                            "tokens_received": 900, "tokens_sent": 300, "cost_without": 0.5, "cost_with": 0.25});
+        let unpriced = json!({"model": "mystery", "action": "unchanged", "status": 200,
+                              "tokens_received": 10, "tokens_sent": 10});
+        let failed = json!({"model": "claude-sonnet-4-5", "action": "unchanged", "status": 529,
+                            "tokens_received": 10, "tokens_sent": 10});
+        assert!(add_record(&mut totals, "s", &priced) && add_record(&mut totals, "s", &unpriced));
+        assert!(!add_record(&mut totals, "s", &failed), "a failed call does not count");
+        assert_eq!((totals.calls, totals.compactions, totals.unpriced_calls), (2, 1, 1));
+        assert_eq!((totals.tokens_received, totals.tokens_sent), (910, 310));
+        assert_eq!((totals.cost_without, totals.cost_with, totals.families.clone()), (0.5, 0.25, vec!["sonnet"]));
     }
 }

@@ -4,7 +4,7 @@
 use crate::args::ReportArgs;
 use crate::output;
 use contextfold::store::SessionInfo;
-use contextfold_serve::calls::add_record;
+use contextfold_serve::savings::add_record;
 use contextfold_serve::savings::Totals;
 use serde::Serialize;
 use serde_json::Value;

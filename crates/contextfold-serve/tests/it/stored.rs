@@ -138,7 +138,7 @@ async fn stored_conversation(strategy: Strategy) -> (usize, usize) {
     assert_eq!(calls.len(), 40, "a record per call");
     let mut recorded = contextfold_serve::savings::Totals::default();
     for call in &calls {
-        assert!(contextfold_serve::calls::add_record(&mut recorded, &session.id, call), "{call}");
+        assert!(contextfold_serve::savings::add_record(&mut recorded, &session.id, call), "{call}");
     }
     let served = totals;
     assert_eq!((recorded.calls, recorded.compactions), (40, compactions));
