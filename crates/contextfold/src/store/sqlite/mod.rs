@@ -40,6 +40,15 @@ pub struct SqliteStore {
     shm: shm::ShmGuard,
 }
 
+/// The connection closes after this runs, checkpointing the WAL into the file: a
+/// shared-memory file truncated since its last use is grown back first, so that the close
+/// leaves a store other processes can open (a truncated one fails to open read-only).
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.shm.check();
+    }
+}
+
 impl SqliteStore {
     /// Opens the store at `path`, creating it (and its directory) when missing, readable and
     /// writable by its owner only, and bringing its schema up to date.
