@@ -381,6 +381,23 @@ mod tests {
 
         /// What a read body holds (its fields, entries, their keys and the list's span), to
         /// compare two reads.
+        /// `prior`'s body with `more` appended to its list and, when `edit` says so, the byte at
+        /// that place of the result replaced.
+        fn grown(prior: &RequestBody<'_>, more: &[String], edit: Option<(prop::sample::Index, u8)>) -> Vec<u8> {
+            let entries = prior
+                .raw_messages()
+                .iter()
+                .copied()
+                .map(std::borrow::Cow::Borrowed)
+                .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
+            let mut next = prior.splice(&join_messages(entries)).into_bytes();
+            if let Some((at, byte)) = edit {
+                let at = at.index(next.len());
+                next[at] = byte;
+            }
+            next
+        }
+
         fn seen(body: &RequestBody<'_>) -> String {
             format!("{:?} {:?} {:?} {:?}", body.fields, body.messages, body.keys, body.span)
         }
@@ -435,13 +452,7 @@ mod tests {
                 let bytes = Bytes::from(body);
                 let prior = RequestBody::parse_list(&bytes, "messages").unwrap();
                 let known = prior.known_list().map(Arc::new);
-                let grown = prior.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
-                    .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
-                let mut next = prior.splice(&join_messages(grown)).into_bytes();
-                if change {
-                    let at = at.index(next.len());
-                    next[at] = byte;
-                }
+                let next = grown(&prior, &more, change.then_some((at, byte)));
                 let parser = RequestBody::parse_list(&next, "messages");
                 let split = Unchecked::read(&next, "messages", |_| known.clone()).and_then(Unchecked::check);
                 prop_assert_eq!(split.as_ref().map(seen), parser.as_ref().map(seen));
@@ -465,14 +476,7 @@ mod tests {
                     prop_assert_eq!(read.as_ref().map(seen), parser.as_ref().map(seen));
                     let Ok(read) = read else { break };
                     known = read.known_list().map(Arc::new).or(known);
-                    let grown = read.raw_messages().iter().copied().map(std::borrow::Cow::Borrowed)
-                        .chain(more.iter().map(|entry| std::borrow::Cow::Borrowed(entry.as_str())));
-                    let mut next = read.splice(&join_messages(grown)).into_bytes();
-                    if change {
-                        let at = at.index(next.len());
-                        next[at] = byte;
-                    }
-                    bytes = next;
+                    bytes = grown(&read, &more, change.then_some((at, byte)));
                 }
             }
 
