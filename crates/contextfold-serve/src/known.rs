@@ -33,10 +33,10 @@ fn bytes_key(bytes: &[u8]) -> EntryKey {
 /// About how many bytes a stretch holds: large enough that hashing runs at memory speed,
 /// small enough that narrowing a stretch that differs down to its entries costs little.
 #[cfg(not(test))]
-pub const STRETCH: usize = 64 * 1024;
+const STRETCH: usize = 64 * 1024;
 /// Short in unit tests, whose lists are short, so that they span several stretches.
 #[cfg(test)]
-pub const STRETCH: usize = 24;
+const STRETCH: usize = 24;
 
 /// An entry of a known list: where it lies, from the list's `[`, and its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

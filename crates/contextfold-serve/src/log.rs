@@ -98,8 +98,13 @@ impl RequestLog {
             status: self.status,
             tokens: self.tokens_in.zip(self.tokens_out),
             preamble: self.preamble.unwrap_or(0),
-            counts_tokens: self.path.ends_with("/count_tokens"),
+            counts_tokens: self.counts_tokens(),
         }
+    }
+
+    /// Whether the request only counted tokens (`count_tokens` is no model call).
+    fn counts_tokens(&self) -> bool {
+        self.path.ends_with("/count_tokens")
     }
 
     /// The record of the call this line describes, in a conversation whose window is
@@ -111,7 +116,7 @@ impl RequestLog {
         counted: Option<Added>,
         timings: (Option<f64>, Option<f64>, f64),
     ) -> Option<Value> {
-        if self.path.ends_with("/count_tokens") {
+        if self.counts_tokens() {
             return None;
         }
         let (added_ms, first_byte_ms, total_ms) = timings;

@@ -260,12 +260,13 @@ impl<'a> Pass<'a> {
     /// no more; a bounded number of rounds. Returns the conversation's tokens; the ledger
     /// must be synced to `work`.
     ///
-    /// The newest turn is what the model just asked for: when it fits whole beside the
-    /// preamble, only the outputs before it are clipped, unless the request is still over
-    /// its cap after that.
+    /// The newest step (the last assistant message and what follows it: its calls' outputs)
+    /// is what the model just asked for: when it fits whole beside the preamble, only the
+    /// outputs before it are clipped, unless the request is still over its cap after that.
+    /// It is narrower than the newest turn [`check_room`](Pass::check_room) sizes, which is
+    /// everything after the last safe cut, and is there even when no cut is.
     fn clip(&mut self) -> u64 {
         let ceiling = self.config.limit.or(self.config.target.usable());
-        // The newest turn: from the last assistant message on (its calls and their outputs).
         let start = self.work.messages.iter().rposition(|message| message.role == Role::Assistant);
         let newest = start.filter(|&start| {
             let tokens: u64 = (start..self.work.messages.len())

@@ -46,7 +46,7 @@ mod tests {
     const CHECKING: &str = include_str!("../../../../tests/fixtures/corpus-checking.txt");
 
     #[test]
-    fn the_split_kept_in_the_repository_is_the_rule_s() {
+    fn the_split_kept_in_the_repository_follows_the_rule() {
         let listed: Vec<&str> = CHECKING.lines().filter(|line| !line.starts_with('#') && !line.is_empty()).collect();
         assert_eq!(listed.len(), 24);
         for name in &listed {
