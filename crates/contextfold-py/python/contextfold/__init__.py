@@ -190,7 +190,7 @@ class Middleware:
     """Compacts one conversation before each model call.
 
     Give it the model's ``window`` and the ``reserve`` kept free for the answer; it compacts
-    to ``target`` of the usable window (default 30%) when its cost-aware policy says it
+    to ``target`` of the usable window (default 20%) when its cost-aware policy says it
     pays, or when the next request would not fit. ``system`` and ``tools`` are the
     conversation's system prompt and tool definitions (counted, never changed). ``format`` is
     the messages' format: ``anthropic`` (Messages), ``openai`` (Chat Completions; leading

@@ -17,7 +17,8 @@ pub struct MiddlewareConfig {
     pub window: u64,
     /// Tokens kept free for the answer.
     pub output_reserve: u64,
-    /// How to compact when the policy says so (its target defaults to 30% of the usable window).
+    /// How to compact when the policy says so (its target defaults to [`DEFAULT_TARGET`] of
+    /// the usable window).
     pub compact: CompactConfig,
     /// The system prompt sent with every request (counted, never changed).
     pub system: Option<System>,
@@ -29,9 +30,9 @@ pub struct MiddlewareConfig {
 }
 
 impl MiddlewareConfig {
-    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at 30%
-    /// of the usable window (tuned by replay over our corpus: a smaller context after a
-    /// compaction is cheaper to re-read on every later call). Not checked: see
+    /// A window of `window` tokens with `output_reserve` kept free; compaction aims at
+    /// [`DEFAULT_TARGET`] of the usable window (tuned by replay over our corpus: a smaller
+    /// context after a compaction is cheaper to re-read on every later call). Not checked: see
     /// [`MiddlewareConfig::builder`] for a configuration that refuses what cannot work.
     pub fn new(window: u64, output_reserve: u64) -> MiddlewareConfig {
         let defaults = CompactConfig::default();
