@@ -10,7 +10,9 @@
 //!   requests per second, directly and through the proxy (default window: no compaction;
 //!   and a 24k window, where the conversations compact);
 //! - **memory per idle conversation held**: the growth of the live heap (a counting
-//!   allocator) after conversations of 40 and of 400 messages have each made one call;
+//!   allocator) after conversations of 40 and of 400 messages have each made one call, and
+//!   after conversations of 3,000 messages in a 24k window have each made 11 calls as they
+//!   grew (against the compacted request they send);
 //! - **stores and replicas** (`-- stores`): what keeping each conversation's state in the
 //!   store adds to a request (its lock, the version check, the state written back; on a
 //!   replica that did not serve the conversation's previous call, the state read and
@@ -35,13 +37,16 @@ use contextfold_core::tokens::Tokenizer;
 use contextfold_serve::{Proxy, ServeConfig};
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Counts the bytes allocated and not yet freed.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+/// The size of the last body the upstream received.
+static LAST_UPSTREAM_BODY: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -89,6 +94,7 @@ fn main() {
         if std::env::args().any(|arg| arg == "memory") {
             memory(&upstream, 40, 900).await;
             memory(&upstream, 400, 100).await;
+            memory_compacted(&upstream, 3_000, 20).await;
             return;
         }
         latency(&upstream).await;
@@ -99,6 +105,7 @@ fn main() {
         throughput(&upstream, Some(24_000), "24k window, compacting").await;
         memory(&upstream, 40, 900).await;
         memory(&upstream, 400, 100).await;
+        memory_compacted(&upstream, 3_000, 20).await;
     });
 }
 
@@ -111,7 +118,9 @@ async fn upstream() -> String {
     let router = axum::Router::new().fallback(|request: axum::extract::Request| async move {
         use http_body_util::BodyExt;
         let stream = request.headers().contains_key("x-bench-stream");
-        let _ = request.into_body().collect().await;
+        if let Ok(body) = request.into_body().collect().await {
+            LAST_UPSTREAM_BODY.store(body.to_bytes().len(), Ordering::Relaxed);
+        }
         if stream {
             let first = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n";
             let rest = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
@@ -414,6 +423,39 @@ async fn memory(upstream: &str, messages: usize, conversations: usize) {
         size as f64 / 1e3,
         grown as f64 / conversations as f64 / 1e3,
         grown as f64 / conversations as f64 / size as f64
+    );
+}
+
+/// Memory per idle conversation that compacts: `conversations` conversations of `messages`
+/// messages in a 24k window, each grown by 10 calls of two messages, against the compacted
+/// request the upstream last received (the client's history is many times bigger).
+async fn memory_compacted(upstream: &str, messages: usize, conversations: usize) {
+    let proxy = proxy(upstream, Some(24_000)).await;
+    let client = client();
+    let grown = |id: usize, step: usize| body(id, messages - 20 + 2 * step, false);
+    for step in 0..=10 {
+        call(&client, &proxy, 80_000, grown(80_000, step), false).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut sent = 0;
+    for index in 0..conversations {
+        let id = 200_000 + messages * 10_000 + index;
+        for step in 0..=10 {
+            call(&client, &proxy, id, grown(id, step), false).await;
+        }
+        sent += LAST_UPSTREAM_BODY.load(Ordering::Relaxed);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let held = (LIVE.load(Ordering::Relaxed) - before) as f64 / conversations as f64;
+    let (client_body, sent) = (grown(0, 10).len() as f64, sent as f64 / conversations as f64);
+    println!(
+        "memory, compacting (24k window): {conversations} idle conversations of {messages} messages ({:.0} KB a client request, {:.0} KB a compacted one): {:.0} KB of live heap each ({:.2}× the compacted request, {:.3}× the client's)",
+        client_body / 1e3,
+        sent / 1e3,
+        held / 1e3,
+        held / sent,
+        held / client_body
     );
 }
 

@@ -56,9 +56,9 @@ pub struct App {
 }
 
 impl App {
-    /// The bytes of the client histories held (by their text's size) and of what splits
-    /// their next requests.
+    /// The bytes held to read the client histories' next requests: the hashes their messages
+    /// are known by, and what splits their next requests.
     pub fn bytes_held(&self) -> u64 {
-        self.parsed.sum(ParsedHistory::text_bytes) + self.known.bytes_held()
+        self.parsed.sum(ParsedHistory::held_bytes) + self.known.bytes_held()
     }
 }

@@ -18,13 +18,14 @@ use crate::store::ProxyStore;
 use crate::usage::Dialect;
 use crate::window::model_window;
 use contextfold::compactor::{Compactor, Strategy, Target};
-use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
+use contextfold::middleware::{CompactionMiddleware, History, MiddlewareConfig, PrepareError};
 use contextfold::store::{Put, SessionId, StoreError, StoredState};
 use contextfold_core::hash::message_fingerprint;
-use contextfold_core::tokens::{count_system, count_tools};
-use contextfold_core::{validate, Conversation, HistoryChain, Message, Problem, System, TokenLedger};
+use contextfold_core::tokens::{count_messages, count_system, count_tools, TokenCounter};
+use contextfold_core::{validate, Conversation, HistoryChain, Message, Problem, System};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// How conversations are compacted, shared by all of them.
 #[derive(Debug, Clone)]
@@ -59,10 +60,9 @@ pub trait Wire: Sync {
 /// One request of a conversation, as the compaction needs it.
 #[derive(Clone, Copy)]
 pub struct Incoming<'r> {
-    /// The client's messages.
-    pub messages: &'r [Message],
-    /// Their chain, which says which branch of the conversation they continue.
-    pub chain: &'r HistoryChain,
+    /// The client's messages, read where they are needed, and their chain (which says which
+    /// branch of the conversation they continue).
+    pub history: &'r dyn History,
     /// How the API writes them.
     pub wire: &'r dyn Wire,
     /// The system prompt (read when the conversation starts).
@@ -78,7 +78,7 @@ pub struct Incoming<'r> {
 impl<'r> Incoming<'r> {
     /// The parts a stored record's secrets are found in and taken from.
     fn secrets(&self) -> secrets::Sources<'r> {
-        secrets::Sources { messages: self.messages, system: self.system, tools: self.tools }
+        secrets::Sources { messages: self.history, system: self.system, tools: self.tools }
     }
 }
 
@@ -109,13 +109,29 @@ pub enum Outcome {
         /// The first problem.
         why: String,
     },
+    /// The client's history could not be read where the compaction needed it: the client's
+    /// body is sent instead.
+    Unread {
+        /// Which message, and why.
+        why: String,
+    },
 }
 
 /// One conversation's state.
 pub struct ConversationState {
     middleware: CompactionMiddleware,
-    /// The client's history, counted incrementally (for the log's tokens before).
-    client: TokenLedger<'static>,
+    /// How many of the client's messages are counted, and their tokens (for the log's tokens
+    /// before): the new ones are counted on each request.
+    client: (usize, u64),
+    /// Counts them.
+    counter: Arc<dyn TokenCounter>,
+    /// The recall tool a deferred namespace of its first messages names, once they are all
+    /// there ([`crate::mcp::deferred_recall_tool`]).
+    deferred: Option<Option<String>>,
+    /// How many messages before the middleware's unchanged tail are the client's own, by the
+    /// lengths of what was sent and of the client's history before that tail; known until the
+    /// next compaction.
+    verbatim: Option<((usize, usize), usize)>,
     /// Tokens of the system prompt and tools.
     fixed_tokens: u64,
     /// Requests prepared, so that a count reported late is not taken for a later request's.
@@ -172,7 +188,10 @@ impl ConversationState {
         config.compact.strategy = settings.strategy;
         Ok(ConversationState {
             middleware: middleware(compactor, config)?,
-            client: TokenLedger::shared(settings.compactor.shared_counter()),
+            client: (0, 0),
+            counter: settings.compactor.shared_counter(),
+            deferred: None,
+            verbatim: None,
             fixed_tokens,
             calls: 0,
             compacted: false,
@@ -252,6 +271,30 @@ impl ConversationState {
         store.save(key, expected, bytes).await
     }
 
+    /// The tokens of the client's `history`, which continues this branch: only the messages
+    /// not counted before are read and counted.
+    fn count_client(&mut self, history: &dyn History) -> u64 {
+        let (counted, tokens) = self.client;
+        let (from, tokens) = if counted <= history.len() { (counted, tokens) } else { (0, 0) };
+        if let Ok(new) = history.messages_from(from) {
+            self.client = (history.len(), tokens + count_messages(self.counter.as_ref(), &new));
+        }
+        self.client.1
+    }
+
+    /// The recall tool a deferred namespace in the first messages of `history` names; read
+    /// again only until those messages are all there.
+    fn deferred_recall_tool(&mut self, history: &dyn History) -> Option<String> {
+        if let Some(known) = &self.deferred {
+            return known.clone();
+        }
+        let named = crate::mcp::deferred_recall_tool(history);
+        if history.len() >= crate::mcp::DEFERRED_MESSAGES {
+            self.deferred = Some(named.clone());
+        }
+        named
+    }
+
     /// Its window, in tokens.
     pub fn window(&self) -> u64 {
         self.window
@@ -325,7 +368,7 @@ async fn refresh(
     let Ok(Some(stored)) = store.load(place.key).await else { return };
     branches.version = stored.version;
     match ConversationState::restore(place.settings, store, &stored, request) {
-        Ok(state) if state.continued_by(request.chain) => branches.adopt(state),
+        Ok(state) if state.continued_by(request.history.chain()) => branches.adopt(state),
         Ok(_) => {}
         Err(why) => tracing::warn!(error = %why, "contextfold serve: the stored conversation state is not usable"),
     }
@@ -398,7 +441,8 @@ async fn prepare_once(
     place: Place<'_>,
     request: &Incoming<'_>,
 ) -> (Outcome, CallId, bool) {
-    let (state, fresh) = match branches.take_continued(request.chain) {
+    let history = request.history;
+    let (state, fresh) = match branches.take_continued(history.chain()) {
         Some(state) => (state, false),
         None => (ConversationState::new(place, request).await, true),
     };
@@ -407,20 +451,35 @@ async fn prepare_once(
     let call = CallId { branch: state.id, call: state.calls };
     // The tools a request carries name the recall tool when an MCP client has connected it.
     let recall_tool = request.tools.and_then(crate::mcp::recall_tool_name);
-    state.middleware.set_recall_tool(recall_tool.or_else(|| crate::mcp::deferred_recall_tool(request.messages)));
-    let prepared = state.middleware.prepare_with_chain(request.messages, request.chain, &[]).await;
-    state.covers = (request.messages.len(), request.chain.last());
+    let recall_tool = recall_tool.or_else(|| state.deferred_recall_tool(history));
+    state.middleware.set_recall_tool(recall_tool);
+    let prepared = state.middleware.prepare_history(history, &[]).await;
+    if let Some(PrepareError::History(error)) = &prepared.error {
+        state.covers = (0, HistoryChain::default().last());
+        state.client = (0, 0);
+        return (Outcome::Unread { why: error.to_string() }, call, fresh);
+    }
+    state.covers = (history.len(), history.chain().last());
+    let tokens_before = state.count_client(history);
     let compaction = prepared.event.as_ref().map(|event| match &event.store_error {
         Some(error) => format!("{}; not stored: {error}", event.strategy),
         None => event.strategy.to_string(),
     });
     state.compacted = compaction.is_some();
+    if state.compacted {
+        state.verbatim = None;
+    }
     let sent: Vec<&Message> = prepared.iter().collect();
-    let client = request.messages;
     // The newest messages the middleware holds as the client gave them need no comparing.
-    let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(client.len()) } else { 0 };
-    let kept = same + kept_tail(&sent[..sent.len() - same], &client[..client.len() - same]);
-    if kept == sent.len() && kept == client.len() {
+    let same = if prepared.pending.is_empty() { prepared.unchanged_tail.min(sent.len()).min(history.len()) } else { 0 };
+    let before = (sent.len() - same, history.len() - same);
+    let verbatim = match state.verbatim {
+        Some((lengths, verbatim)) if lengths == before => verbatim,
+        _ => kept_tail(&sent[..before.0], history, before.1),
+    };
+    state.verbatim = Some((before, verbatim));
+    let kept = same + verbatim;
+    if kept == sent.len() && kept == history.len() {
         let outcome = Outcome::Unchanged { tokens: prepared.request_tokens, skipped: prepared.skipped };
         return (outcome, call, fresh);
     }
@@ -429,21 +488,26 @@ async fn prepare_once(
         return (Outcome::Refused { why: problem.to_string() }, call, fresh);
     }
     let outcome = Outcome::Rewritten {
-        messages: request.wire.join(&sent[..sent.len() - kept], request.messages.len() - kept),
-        tokens_before: state.fixed_tokens + state.client.sync(request.messages),
+        messages: request.wire.join(&sent[..sent.len() - kept], history.len() - kept),
+        tokens_before: state.fixed_tokens + tokens_before,
         tokens_after: prepared.request_tokens,
         compaction,
     };
     (outcome, call, fresh)
 }
 
-/// How many of the newest messages `sent` and `client` share, by content (cache
-/// breakpoints aside). Most are equal as they are, which is cheaper to see than their
-/// fingerprints (which leave the breakpoints out).
-fn kept_tail(sent: &[&Message], client: &[Message]) -> usize {
+/// How many of the newest messages `sent` and the client's first `end` messages share, by
+/// content (cache breakpoints aside). Most are equal as they are, which is cheaper to see
+/// than their fingerprints (which leave the breakpoints out). A client message is read only
+/// when it is compared.
+fn kept_tail(sent: &[&Message], client: &dyn History, end: usize) -> usize {
     sent.iter()
         .rev()
-        .zip(client.iter().rev())
-        .take_while(|(sent, client)| **sent == *client || message_fingerprint(sent) == message_fingerprint(client))
+        .zip((0..end).rev())
+        .take_while(|(&sent, index)| {
+            client
+                .message(*index)
+                .is_ok_and(|client| *sent == *client || message_fingerprint(sent) == message_fingerprint(&client))
+        })
         .count()
 }

@@ -39,7 +39,7 @@ const INSTRUCTIONS: &str = "contextfold keeps what it removes from this conversa
                             context_search to find earlier content by its words.";
 
 /// How many of a conversation's first messages are read for a deferred namespace.
-const DEFERRED_MESSAGES: usize = 10;
+pub const DEFERRED_MESSAGES: usize = 10;
 
 /// The search tool's name, as the server offers it.
 pub const SEARCH_TOOL: &str = "context_search";
@@ -347,16 +347,18 @@ pub fn recall_tool_name(tools: &[Value]) -> Option<String> {
 /// (Codex: a developer message listing `- mcp__<server>: <the server's instructions>`, whose
 /// tools the model calls as `mcp__<server>__<tool>`). Only the first messages are read, where
 /// a client puts its instructions.
-pub fn deferred_recall_tool(messages: &[contextfold_core::Message]) -> Option<String> {
+pub fn deferred_recall_tool(messages: &dyn contextfold::middleware::History) -> Option<String> {
     let first_words = &INSTRUCTIONS[..INSTRUCTIONS.find('.').unwrap_or(INSTRUCTIONS.len())];
-    let texts = messages.iter().take(DEFERRED_MESSAGES).flat_map(|message| &message.content);
-    texts.filter_map(contextfold_core::Block::as_text).find_map(|text| {
+    let named = |text: &str| {
         text.lines().find_map(|line| {
             let (namespace, description) = line.trim_start().strip_prefix("- ")?.split_once(": ")?;
             let name = !namespace.is_empty() && namespace.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             (name && description.starts_with(first_words)).then(|| format!("{namespace}__{RECALL_TOOL}"))
         })
-    })
+    };
+    (0..messages.len().min(DEFERRED_MESSAGES))
+        .map_while(|index| messages.message(index).ok())
+        .find_map(|message| message.content.iter().filter_map(contextfold_core::Block::as_text).find_map(named))
 }
 
 #[cfg(test)]
@@ -366,6 +368,10 @@ mod tests {
     #[test]
     fn a_deferred_namespace_of_this_server_names_the_recall_tool() {
         let developer = |text: &str| contextfold_core::Message::text(contextfold_core::Role::System, text);
+        let deferred_recall_tool = |messages: &[contextfold_core::Message]| {
+            let chain = contextfold_core::HistoryChain::of(messages);
+            super::deferred_recall_tool(&contextfold::middleware::Whole::new(messages, &chain))
+        };
         let listed = format!("<tools>\nDeferred tool namespaces:\n- mcp__cf: {INSTRUCTIONS}\n</tools>");
         assert_eq!(
             deferred_recall_tool(&[developer("be brief"), developer(&listed)]).as_deref(),

@@ -1,4 +1,4 @@
-//! A conversation's messages read into the model once.
+//! A conversation's messages read into the model once, and never held.
 //!
 //! Each request of a conversation repeats its history byte for byte and adds a message or
 //! two, so reading every message into the model again on every call would cost the whole
@@ -6,20 +6,25 @@
 //! are as the last request had them; only the others are read. A message whose text is one
 //! read before is also known to be JSON, so only the others are checked ([`Unchecked`]).
 //! The history's [`HistoryChain`] is kept the same way, so which conversation state a
-//! request continues is known from its new messages alone.
+//! request continues is known from its new messages alone. The messages themselves are not
+//! kept: the middleware holds what it sends, and reads an older message again from the
+//! request's text only when it needs it ([`BodyHistory`]), so what a conversation holds
+//! between requests is a few hashes a message, not a copy of the client's history.
 
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::known::EntryKey;
+use contextfold::middleware::{History, HistoryError};
 use contextfold_core::{Block, HistoryChain, Message};
 use serde_json::Value;
+use std::borrow::Cow;
 
-/// The messages of a conversation's last request, read into the model.
+/// What is known of a conversation's last request: the key of each message's text, and
+/// their chain.
 #[derive(Debug, Default)]
 pub struct ParsedHistory {
     /// The key of each message's raw text.
     keys: Vec<EntryKey>,
-    messages: Vec<Message>,
-    /// The chain of `messages`.
+    /// The chain of the messages.
     chain: HistoryChain,
     /// The first message holding the server's `compaction` block, if one does.
     first_compaction: Option<usize>,
@@ -30,9 +35,11 @@ pub struct ParsedHistory {
 pub struct Read<'a, 'h> {
     /// The body, checked.
     pub body: RequestBody<'a>,
-    /// Its messages in the model.
-    pub messages: &'h [Message],
-    /// Their chain.
+    /// The first message not as the last request had it: those before were read then.
+    pub from: usize,
+    /// The messages from `from` on, read into the model.
+    pub new: Vec<Message>,
+    /// The chain of all the messages.
     pub chain: &'h HistoryChain,
     /// Whether one of them holds the server's `compaction` block (the server folded the
     /// history before it).
@@ -50,33 +57,89 @@ pub enum Unreadable {
 }
 
 impl ParsedHistory {
-    /// The bytes of the text of the messages it holds.
-    pub fn text_bytes(&self) -> u64 {
-        self.keys.iter().map(|&(_, len)| len as u64).sum()
+    /// The bytes it holds: a key and a chain link a message.
+    pub fn held_bytes(&self) -> u64 {
+        (self.keys.len() * std::mem::size_of::<EntryKey>() + self.chain.len() * std::mem::size_of::<u64>()) as u64
     }
 
-    /// `body`'s messages read into the model, reusing the messages whose text is as it was,
-    /// and the body, checked.
+    /// `body`'s messages that are not as the last request had them, read into the model, and
+    /// the body, checked.
     pub fn read<'a>(&mut self, body: Unchecked<'a>) -> Result<Read<'a, '_>, Unreadable> {
         let keys = body.keys();
         let same = self.keys.iter().zip(keys).take_while(|(held, new)| held == new).count();
         self.keys.truncate(same);
-        self.messages.truncate(same);
         self.chain.truncate(same);
         self.first_compaction = self.first_compaction.filter(|&index| index < same);
+        let mut new = Vec::with_capacity(keys.len() - same);
         for (index, key) in keys.iter().enumerate().skip(same) {
             let message = read_message(&body, index)?;
             if self.first_compaction.is_none() && holds_compaction(&message) {
                 self.first_compaction = Some(index);
             }
             self.chain.push(&message);
-            self.messages.push(message);
             self.keys.push(*key);
+            new.push(message);
         }
         let count = keys.len();
         let body = body.check_from(count).map_err(Unreadable::Body)?;
         let server_compacted = self.first_compaction.is_some();
-        Ok(Read { body, messages: &self.messages, chain: &self.chain, server_compacted })
+        Ok(Read { body, from: same, new, chain: &self.chain, server_compacted })
+    }
+}
+
+/// A request's history as the middleware reads it: the messages new since the conversation's
+/// last request, read; an older one read again from the request's text when it is asked for
+/// (the same text was read before, so it reads again).
+pub struct BodyHistory<'h> {
+    raw: &'h [&'h str],
+    chain: &'h HistoryChain,
+    from: usize,
+    new: Vec<Message>,
+}
+
+impl<'h> BodyHistory<'h> {
+    /// The history of the messages `raw`, whose chain is `chain`, read from `from` on as `new`.
+    pub fn new(raw: &'h [&'h str], chain: &'h HistoryChain, from: usize, new: Vec<Message>) -> BodyHistory<'h> {
+        BodyHistory { raw, chain, from, new }
+    }
+
+    /// Message `index`, read from its text.
+    fn read(&self, index: usize) -> Result<Message, HistoryError> {
+        let unread = |why: String| HistoryError { index, why };
+        let raw =
+            self.raw.get(index).ok_or_else(|| unread(format!("the request holds {} messages", self.raw.len())))?;
+        let value: Value = serde_json::from_str(raw).map_err(|err| unread(err.to_string()))?;
+        Message::from_value(value, index).map_err(|err| unread(cannot_read(&err.location)))
+    }
+}
+
+impl History for BodyHistory<'_> {
+    fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    fn chain(&self) -> &HistoryChain {
+        self.chain
+    }
+
+    fn messages_from(&self, from: usize) -> Result<Cow<'_, [Message]>, HistoryError> {
+        if from >= self.from {
+            return Ok(Cow::Borrowed(self.new.get(from - self.from..).unwrap_or(&[])));
+        }
+        let mut messages = (from..self.from).map(|index| self.read(index)).collect::<Result<Vec<_>, _>>()?;
+        messages.extend(self.new.iter().cloned());
+        Ok(Cow::Owned(messages))
+    }
+
+    fn message(&self, index: usize) -> Result<Cow<'_, Message>, HistoryError> {
+        match index.checked_sub(self.from) {
+            Some(at) => self
+                .new
+                .get(at)
+                .map(Cow::Borrowed)
+                .ok_or_else(|| HistoryError { index, why: format!("the request holds {} messages", self.raw.len()) }),
+            None => self.read(index).map(Cow::Owned),
+        }
     }
 }
 
@@ -134,9 +197,16 @@ mod tests {
             .collect()
     }
 
+    /// Every message of `text` as the middleware reads them, and what the read left parsed.
     fn read(held: &mut ParsedHistory, text: &str) -> Result<Vec<Message>, Unreadable> {
         let body = Unchecked::read(text.as_bytes(), "messages", |_| None).map_err(Unreadable::Body)?;
-        held.read(body).map(|read| read.messages.to_vec())
+        let Read { body, from, new, chain, .. } = held.read(body)?;
+        assert_eq!(chain.len(), body.raw_messages().len());
+        let history = BodyHistory::new(body.raw_messages(), chain, from, new);
+        let whole = history.messages_from(0).expect("the history reads").into_owned();
+        assert_eq!(whole.last(), history.message(history.len().saturating_sub(1)).ok().as_deref());
+        assert_eq!(HistoryChain::of(&whole).last(), chain.last());
+        Ok(whole)
     }
 
     fn message(role: &str, text: &str) -> String {

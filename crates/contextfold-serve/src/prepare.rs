@@ -132,6 +132,7 @@ pub async fn compact(
             let note = format!("the compacted request would break a rule: {why}");
             return untouched(app, log, &note, bytes);
         }
+        Outcome::Unread { why } => return untouched(app, log, &why, bytes),
     };
     (body, Some(Observer { dialect, report }))
 }

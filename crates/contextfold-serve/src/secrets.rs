@@ -11,11 +11,13 @@
 //! stored, never a secret or anything computed from one. A secret found nowhere in the
 //! request stays masked.
 
+use contextfold::middleware::History;
 use contextfold::redact::Redactor;
 use contextfold_core::hash::hash_bytes;
-use contextfold_core::{Conversation, Message, System};
+use contextfold_core::{Conversation, System};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 /// A masked secret in a stored record.
@@ -49,8 +51,8 @@ pub struct Place {
 /// The parts of a request secrets are taken from.
 #[derive(Clone, Copy)]
 pub struct Sources<'r> {
-    /// The client's messages.
-    pub messages: &'r [Message],
+    /// The client's messages, read where a secret is looked for.
+    pub messages: &'r dyn History,
     /// Its system prompt.
     pub system: Option<&'r System>,
     /// Its tool definitions.
@@ -160,8 +162,11 @@ impl<'r> Search<'r> {
     }
 
     fn message(&mut self, index: usize) -> Option<&Value> {
-        let message = self.request.messages.get(index)?;
-        Some(self.messages.entry(index).or_insert_with(|| message.to_value()))
+        let messages = self.request.messages;
+        match self.messages.entry(index) {
+            Entry::Occupied(entry) => Some(entry.into_mut()),
+            Entry::Vacant(entry) => Some(entry.insert(messages.message(index).ok()?.to_value())),
+        }
     }
 
     /// Where `secret` is: in the frame, else in the newest message that holds it.
@@ -237,6 +242,8 @@ fn visit_strings(value: &mut Value, path: &mut String, visit: &mut impl FnMut(&s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contextfold::middleware::Whole;
+    use contextfold_core::{HistoryChain, Message};
     use serde_json::json;
 
     const KEY: &str = "sk-ant-api03-Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2iO7kM4nQ1rT6vX9zC3bV5wY8uI0pE2a-AbCdEfAA";
@@ -244,6 +251,13 @@ mod tests {
 
     fn message(value: Value) -> Message {
         Message::from_value(value, 0).unwrap()
+    }
+
+    /// `messages` as a history that lives as long as the test.
+    fn held(messages: &[Message]) -> &'static dyn History {
+        let messages: &'static [Message] = Box::leak(messages.to_vec().into_boxed_slice());
+        let chain = Box::leak(Box::new(HistoryChain::of(messages)));
+        Box::leak(Box::new(Whole::new(messages, chain)))
     }
 
     #[test]
@@ -254,7 +268,7 @@ mod tests {
                 "content": format!("ANTHROPIC_API_KEY={KEY}\nkey {AWS} and {AWS}\n")}]})),
         ];
         let system = System::Text(format!("export AWS_ACCESS_KEY_ID={AWS}"));
-        let request = Sources { messages: &history, system: Some(&system), tools: None };
+        let request = Sources { messages: held(&history), system: Some(&system), tools: None };
         // A record quoting the history whole, a clipped part of a key, and a literal mask.
         let clipped = &KEY[..40];
         let original = json!({"working": [history[1].to_value(), {"text": format!("cut: {clipped}… [REDACTED:jwt]")}],
@@ -277,7 +291,7 @@ mod tests {
         // Another process, with the next request: the same history and one message more.
         let mut next = history.clone();
         next.push(message(json!({"role": "assistant", "content": "done"})));
-        let request = Sources { messages: &next, system: Some(&system), tools: None };
+        let request = Sources { messages: held(&next), system: Some(&system), tools: None };
         let mut read: Value = serde_json::from_str::<(Value, Vec<Hole>)>(&stored).unwrap().0;
         Secrets::default().unseal(&mut read, &holes, request);
         assert_eq!(read, original);
@@ -288,7 +302,7 @@ mod tests {
         let first = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
         let mut secrets = Secrets::default();
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Sources { messages: &first, system: None, tools: None }));
+        let holes = secrets.seal(&mut record, Some(Sources { messages: held(&first), system: None, tools: None }));
         assert_eq!(holes[0].from.as_ref().and_then(|place| place.message), Some(0));
         // The client rewrote its history: the key is now in its second message only.
         let edited = vec![
@@ -296,7 +310,7 @@ mod tests {
             message(json!({"role": "user", "content": format!("the key: {AWS}")})),
         ];
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Sources { messages: &edited, system: None, tools: None }));
+        let holes = secrets.seal(&mut record, Some(Sources { messages: held(&edited), system: None, tools: None }));
         let place = holes[0].from.clone().expect("found");
         assert_eq!((place.message, place.start), (Some(1), 9));
     }
@@ -310,14 +324,14 @@ mod tests {
         assert_eq!(record["note"], "token [REDACTED:github-token]");
         let history = vec![message(json!({"role": "user", "content": "hello"}))];
         let mut read = record.clone();
-        Secrets::default().unseal(&mut read, &holes, Sources { messages: &history, system: None, tools: None });
+        Secrets::default().unseal(&mut read, &holes, Sources { messages: held(&history), system: None, tools: None });
         assert_eq!(read, record);
     }
 
     #[test]
     fn holes_that_do_not_fit_are_left_alone() {
         let history = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
-        let request = Sources { messages: &history, system: None, tools: None };
+        let request = Sources { messages: held(&history), system: None, tools: None };
         let place = Place { message: Some(0), path: "/content".into(), start: 4, end: 24 };
         let bad = [
             Hole { at: "/missing".into(), offset: 0, len: 3, from: Some(place.clone()) },

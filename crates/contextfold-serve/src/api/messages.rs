@@ -7,7 +7,7 @@ use crate::body::{join_messages, RequestBody};
 use crate::compaction::{Incoming, Wire};
 use crate::error::ProxyError;
 use crate::log::RequestLog;
-use crate::parsed::{read_message, ParsedHistory, Read, Unreadable};
+use crate::parsed::{read_message, BodyHistory, ParsedHistory, Read, Unreadable};
 use crate::prepare::{compact, open, untouched, Opened, Outbound};
 use crate::session::identify;
 use crate::usage::Dialect;
@@ -68,7 +68,7 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
         identify(&parts.headers, body.value("metadata").as_ref(), preamble.system.as_deref(), first.as_slice());
     let held = app.parsed.slot(identity.conversation);
     let mut held = held.lock().await;
-    let Read { body: parsed, messages, chain, server_compacted } =
+    let Read { body: parsed, from, new, chain, server_compacted } =
         match held.get_or_insert_with(ParsedHistory::default).read(body) {
             Ok(read) => read,
             Err(why) => return Ok(untouched(app, log, &unreadable(why)?, bytes)),
@@ -85,9 +85,9 @@ pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) 
         .join(",");
     let model = parsed.value("model");
     let wire = MessagesWire { raw: parsed.raw_messages() };
+    let history = BodyHistory::new(parsed.raw_messages(), chain, from, new);
     let request = Incoming {
-        messages,
-        chain,
+        history: &history,
         wire: &wire,
         system: preamble.system.as_deref(),
         tools: preamble.tools.as_deref().map(Vec::as_slice),

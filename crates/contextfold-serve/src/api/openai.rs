@@ -17,6 +17,7 @@ use crate::prepare::{compact, Outbound};
 use crate::session::{identify_openai, Identity};
 use axum::http::request::Parts;
 use bytes::Bytes;
+use contextfold::middleware::Whole;
 use contextfold_core::format::{FormatError, Spans};
 use contextfold_core::{Conversation, HistoryChain, Message, System};
 use serde_json::Value;
@@ -44,9 +45,9 @@ pub async fn compact_read(
     let identity = identity(parts, parsed, conversation.system.as_ref(), &conversation.messages);
     let model = parsed.value("model");
     let chain = HistoryChain::of(&conversation.messages);
+    let history = Whole::new(&conversation.messages, &chain);
     let request = Incoming {
-        messages: &conversation.messages,
-        chain: &chain,
+        history: &history,
         wire,
         system: conversation.system.as_ref(),
         tools: tools.as_deref(),

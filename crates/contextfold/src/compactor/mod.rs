@@ -30,6 +30,7 @@ pub use report::{Compacted, CompactionReport, Fallback, Step, Steps};
 pub use sizing::MIN_WORKABLE_SUMMARY_TOKENS;
 pub use summarizing::restore_summary;
 
+pub(crate) use pass::replaces_payloads;
 use pass::Pass;
 use persisting::Persistence;
 

@@ -356,10 +356,23 @@ impl<'a> Pass<'a> {
     }
 }
 
+/// Whether an earlier pass replaced `result`'s payload with a pointer or clipped it.
+fn replaced(result: &ToolResult) -> bool {
+    is_evicted(result) || result.text().contains(CLIP_PREFIX)
+}
+
+/// Whether `messages` hold a tool result whose payload an earlier pass replaced: only then
+/// does a fold read the caller's originals.
+pub(crate) fn replaces_payloads(messages: &[Message]) -> bool {
+    messages
+        .iter()
+        .flat_map(|message| &message.content)
+        .any(|block| matches!(block, Block::ToolResult(result) if replaced(result)))
+}
+
 /// Puts back, from `originals`, the payloads of tool results that an earlier pass replaced
 /// with a pointer or clipped, matching results by their tool_use id.
 fn restore_payloads(head: &mut [Message], originals: &[Message]) {
-    let replaced = |result: &ToolResult| is_evicted(result) || result.text().contains(CLIP_PREFIX);
     let mut results = head.iter_mut().flat_map(|message| message.content.iter_mut()).filter_map(|block| match block {
         Block::ToolResult(result) if replaced(result) => Some(result),
         _ => None,

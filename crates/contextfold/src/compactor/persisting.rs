@@ -36,6 +36,12 @@ impl Compactor {
         self.persistence.as_ref().is_some_and(|persistence| persistence.log)
     }
 
+    /// Whether a stored compaction holds the caller's whole history (a store without the
+    /// session's log): [`persist`](Compactor::persist) reads all of it.
+    pub(crate) fn stores_history_with_compactions(&self) -> bool {
+        self.persistence.as_ref().is_some_and(|persistence| !persistence.log)
+    }
+
     /// Writes `messages` as the session's history from position `from` on
     /// ([`SessionStore::log_messages`]), without their cache breakpoints and with their
     /// secrets masked; nothing without a store.

@@ -4,31 +4,48 @@
 //! date.
 
 use super::state::State;
-use super::CompactionMiddleware;
+use super::{CompactionMiddleware, History, HistoryError};
 use crate::store::{off_runtime, Payload, StoreError};
 use contextfold_core::clip::{clip, ClipConfig, Clipped};
-use contextfold_core::{Conversation, HistoryChain, Message, Role};
+use contextfold_core::{Conversation, Message, Role};
 use std::sync::Arc;
 
 impl CompactionMiddleware {
-    /// Brings the working copy up to date with `history` (whose chain is `chain`): appends
-    /// what is new when it continues the messages the working copy covers, every one of them
-    /// as it was, or starts over. Returns why the store failed, if it did.
+    /// Brings the working copy up to date with `history`: appends what is new when it
+    /// continues the messages the working copy covers, every one of them as it was, or starts
+    /// over. Reads the history only from where it needs to. Returns why the store failed, if
+    /// it did, or which message could not be read (the state is then as it was).
     pub(super) async fn sync(
         &self,
         state: &mut State,
-        history: &[Message],
-        chain: &HistoryChain,
-    ) -> Option<StoreError> {
+        history: &dyn History,
+    ) -> Result<Option<StoreError>, HistoryError> {
+        let chain = history.chain();
         let extends = state.source_len > 0 && chain.prefix(state.source_len) == Some(state.source_chain);
+        // Where the messages it reads start: what a snapshot left out, what is new, and what
+        // the store's log lacks.
+        let mut from = if extends { state.source_len } else { 0 };
+        if extends && state.lacks_history() {
+            from = from.min(state.compacted_source);
+        }
+        if self.compactor.logs_history() {
+            from = from.min(state.logged);
+        }
+        let read = history.messages_from(from)?;
+        if read.len() != history.len().saturating_sub(from) {
+            let why = format!("{} messages were given where {} follow", read.len(), history.len().saturating_sub(from));
+            return Err(HistoryError { index: from, why });
+        }
+        let since = |index: usize| read.get(index.saturating_sub(from)..).unwrap_or(&[]);
         if extends && state.lacks_history() {
             // What a snapshot leaves out, ingested as the first time (its clipped outputs
             // were stored then).
-            let (rest, _) = self.clip_incoming(history[state.compacted_source..state.source_len].to_vec());
+            let left_out = &since(state.compacted_source)[..state.source_len - state.compacted_source];
+            let (rest, _) = self.clip_incoming(left_out.to_vec());
             Arc::make_mut(&mut state.working).extend(rest);
         }
         let new = if extends {
-            &history[state.source_len..]
+            since(state.source_len)
         } else {
             state.working = Arc::new(Vec::new());
             state.compacted = 0;
@@ -36,7 +53,7 @@ impl CompactionMiddleware {
             state.full_summary = None;
             state.turns_since = 0;
             state.logged = 0;
-            history
+            &read[..]
         };
         let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len()).await;
         state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
@@ -50,20 +67,21 @@ impl CompactionMiddleware {
         } else {
             state.ledger.resync(&state.working);
         }
-        store_error.or(self.log(state, history).await)
+        let unlogged = since(state.logged);
+        Ok(store_error.or(self.log(state, unlogged).await))
     }
 
-    /// Writes the messages of `history` the store's session log lacks, when the compactor
-    /// keeps one: the new ones, on a call that continues the last. On failure the log is
-    /// written again from the start next time (each message in its place, so nothing is
-    /// stored twice).
-    async fn log(&self, state: &mut State, history: &[Message]) -> Option<StoreError> {
-        if !self.compactor.logs_history() || state.logged >= history.len() {
+    /// Writes `unlogged`, the messages of the caller's history from `state.logged` on, to the
+    /// store's session log, when the compactor keeps one: the new ones, on a call that
+    /// continues the last. On failure the log is written again from the start next time (each
+    /// message in its place, so nothing is stored twice).
+    async fn log(&self, state: &mut State, unlogged: &[Message]) -> Option<StoreError> {
+        if !self.compactor.logs_history() || unlogged.is_empty() {
             return None;
         }
-        match self.compactor.log_history(state.logged, &history[state.logged..]).await {
+        match self.compactor.log_history(state.logged, unlogged).await {
             Ok(()) => {
-                state.logged = history.len();
+                state.logged = state.source_len;
                 None
             }
             Err(error) => {

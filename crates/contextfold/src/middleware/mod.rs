@@ -22,13 +22,15 @@
 //! [`restore`]: CompactionMiddleware::restore
 
 mod config;
+mod history;
 mod ingest;
 mod state;
 
 pub use config::{MiddlewareConfig, MiddlewareConfigBuilder, DEFAULT_TARGET};
+pub use history::{History, HistoryError, Whole};
 pub use state::{MiddlewareState, StateError, STATE_VERSION};
 
-use crate::compactor::{restore_summary, CompactError, Compactor, Target};
+use crate::compactor::{replaces_payloads, restore_summary, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Event, FailedCompaction, Trigger};
 use crate::policy::{default_policy, Confirm, Decision, Policy, PolicyInput};
 use crate::store::StoreError;
@@ -87,6 +89,10 @@ pub enum PrepareError {
     /// ingest); the request went out, but the removed payloads may not be recallable.
     #[error("the store could not keep what was removed from the request: {0}")]
     Store(StoreError),
+    /// The caller's history could not be read where the middleware needed it: the history
+    /// sent is the working copy as it was, and the next call starts afresh.
+    #[error("{0}")]
+    History(HistoryError),
 }
 
 /// An observer of the middleware's events.
@@ -252,9 +258,21 @@ impl CompactionMiddleware {
             made = HistoryChain::of(history);
             &made
         };
+        self.prepare_history(&Whole::new(history, chain), pending).await
+    }
+
+    /// [`prepare`](CompactionMiddleware::prepare) of a [`History`] read only from where it is
+    /// needed: a call that continues the last reads the new messages alone (a compaction may
+    /// read further back, to fold payloads an earlier pass replaced). When the history
+    /// cannot give a message it is asked for, the working copy goes out as it was, with the
+    /// error, and the next call starts afresh.
+    pub async fn prepare_history(&self, history: &dyn History, pending: &[Message]) -> Prepared {
         let counter = self.compactor.counter();
         let mut state = self.state.lock().await;
-        let synced = self.sync(&mut state, history, chain).await;
+        let synced = match self.sync(&mut state, history).await {
+            Ok(synced) => synced,
+            Err(error) => return self.unread(&mut state, pending, error),
+        };
         // Pending input is ingested too: a huge output never enters the request whole.
         let (pending, clipped) = self.clip_ingested(pending.to_vec(), state.working.len()).await;
         let store_error = synced.or(clipped).map(PrepareError::Store);
@@ -329,8 +347,13 @@ impl CompactionMiddleware {
     /// the result holds it from now on.
     pub async fn compact_now(&self, history: &[Message]) -> Prepared {
         let mut state = self.state.lock().await;
-        let synced = self.sync(&mut state, history, &HistoryChain::of(history)).await.map(PrepareError::Store);
-        let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, history).await;
+        let chain = HistoryChain::of(history);
+        let history = Whole::new(history, &chain);
+        let synced = match self.sync(&mut state, &history).await {
+            Ok(synced) => synced.map(PrepareError::Store),
+            Err(error) => return self.unread(&mut state, &[], error),
+        };
+        let (event, error) = self.compact_working(&mut state, Trigger::Manual, 0, &history).await;
         Prepared {
             history: state.working.clone(),
             unchanged_tail: self.unchanged_tail(&state),
@@ -350,7 +373,7 @@ impl CompactionMiddleware {
         state: &mut State,
         trigger: Trigger,
         pending_tokens: u64,
-        history: &[Message],
+        history: &dyn History,
     ) -> (Option<CompactionEvent>, Option<PrepareError>) {
         let mut conversation = Conversation {
             system: self.config.system.clone(),
@@ -372,7 +395,20 @@ impl CompactionMiddleware {
             // Aim below the usable window.
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
-        let result = match self.compactor.compact_unstored(&conversation, &config, history).await {
+        // The caller's messages are read back only when a fold may need them: for payloads an
+        // earlier pass replaced, or to be stored with the compaction.
+        let originals =
+            match replaces_payloads(&conversation.messages) || self.compactor.stores_history_with_compactions() {
+                true => match history.messages_from(0) {
+                    Ok(originals) => originals,
+                    Err(error) => {
+                        state.full_summary = full_summary;
+                        return (None, Some(PrepareError::History(error)));
+                    }
+                },
+                false => std::borrow::Cow::Borrowed(&[][..]),
+            };
+        let result = match self.compactor.compact_unstored(&conversation, &config, &originals).await {
             Ok(compacted) if trigger != Trigger::Manual && compacted.report.strategy_used.0.is_empty() => {
                 // Nothing to do by the compactor's count (the policy saw the calibrated
                 // one): the working copy stays as it is sent, shortened summary and all, so
@@ -381,7 +417,7 @@ impl CompactionMiddleware {
                 state.full_summary = full_summary;
                 return (None, None);
             }
-            Ok(compacted) => self.compactor.persist(history, compacted).await,
+            Ok(compacted) => self.compactor.persist(&originals, compacted).await,
             Err(err) => Err(err),
         };
         // A compaction the store could not keep is still sent: the caller's history has every
@@ -409,6 +445,24 @@ impl CompactionMiddleware {
         state.turns_since = 0;
         state.consecutive += 1;
         (Some(event), store_error.map(PrepareError::Store))
+    }
+
+    /// What is sent when the caller's history could not be read: the working copy as it
+    /// was, and the error. The state forgets what it covered, so the next call starts afresh.
+    fn unread(&self, state: &mut State, pending: &[Message], error: HistoryError) -> Prepared {
+        tracing::warn!(error = %error, "contextfold could not read the caller's history");
+        state.source_len = 0;
+        let request_tokens =
+            self.fixed_tokens + state.ledger.total() + count_messages(self.compactor.counter(), pending);
+        Prepared {
+            history: state.working.clone(),
+            unchanged_tail: 0,
+            pending: pending.to_vec(),
+            event: None,
+            request_tokens,
+            skipped: None,
+            error: Some(PrepareError::History(error)),
+        }
     }
 
     /// How many of the working copy's newest messages are the caller's, as it gave them.

@@ -5,6 +5,7 @@ mod common;
 mod compactor;
 mod corpus;
 mod http_summarizers;
+mod lazy_history;
 mod middleware;
 mod openai_apis;
 mod oversized;
