@@ -133,6 +133,11 @@ pub(super) fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreE
             return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
         }
         let Some(migration) = usize::try_from(version).ok().and_then(|version| MIGRATIONS.get(version)) else {
+            drop(transaction);
+            // The schema goes into the file itself, not only the WAL: a store whose WAL is
+            // later lost (a shared-memory file truncated under SQLite) is still a store.
+            // Another connection reading may keep the checkpoint partial; that is fine.
+            let _ = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             return Ok(());
         };
         transaction.execute_batch(migration).map_err(sql)?;
