@@ -4,11 +4,11 @@
 //! working copy was, with the error, and the next call starts afresh.
 
 use crate::common::session;
+use crate::middleware::{call_points, json};
 use contextfold::compactor::Compactor;
-use contextfold::core::{HistoryChain, Message, Role};
+use contextfold::core::{HistoryChain, Message};
 use contextfold::middleware::{CompactionMiddleware, History, HistoryError, MiddlewareConfig, PrepareError, Whole};
 use contextfold::store::{MemoryStore, SessionStore};
-use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
@@ -46,15 +46,6 @@ impl History for Watched<'_> {
         }
         self.whole.messages_from(from)
     }
-}
-
-fn json(messages: &[Message]) -> Vec<Value> {
-    messages.iter().map(Message::to_value).collect()
-}
-
-/// The calls of a session: one before each assistant message.
-fn call_points(messages: &[Message]) -> Vec<usize> {
-    (1..messages.len()).filter(|&end| messages[end].role == Role::Assistant).collect()
 }
 
 /// A middleware keeping its compactions and the session's log in `store`.

@@ -38,7 +38,7 @@ impl Summarizer for Slow {
     }
 }
 
-fn json(messages: &[Message]) -> Vec<Value> {
+pub(crate) fn json(messages: &[Message]) -> Vec<Value> {
     messages.iter().map(Message::to_value).collect()
 }
 
@@ -212,7 +212,7 @@ fn restored_sends_the_same(history: &[Message], config: MiddlewareConfig, split:
 }
 
 /// The calls of a session: one before each assistant message.
-fn call_points(messages: &[Message]) -> Vec<usize> {
+pub(crate) fn call_points(messages: &[Message]) -> Vec<usize> {
     (1..messages.len()).filter(|&end| messages[end].role == contextfold::core::Role::Assistant).collect()
 }
 
