@@ -365,7 +365,20 @@ async fn refresh(
     if version == 0 || version == branches.version {
         return;
     }
-    let Ok(Some(stored)) = store.load(place.key).await else { return };
+    let stored = match store.load(place.key).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => {
+            // Deleted since: written afresh.
+            branches.version = 0;
+            return;
+        }
+        Err(_) => {
+            // Unreadable (a damaged record, logged by the store): it goes on from memory, and
+            // its state is written over that version rather than never written again.
+            branches.version = version;
+            return;
+        }
+    };
     branches.version = stored.version;
     match ConversationState::restore(place.settings, store, &stored, request) {
         Ok(state) if state.continued_by(request.history.chain()) => branches.adopt(state),

@@ -97,6 +97,7 @@ unsafe fn grow_back(address: usize) -> bool {
         libc::close(fd);
         if grown {
             RECOVERED.fetch_add(1, Ordering::Relaxed);
+            contextfold::store::note_shm_grown_back();
             RETRIES.store(0, Ordering::Relaxed);
             return true;
         }

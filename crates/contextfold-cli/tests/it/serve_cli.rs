@@ -494,5 +494,5 @@ fn a_store_whose_shared_memory_file_is_truncated_does_not_stop_the_proxy() {
     // Each request is a new branch with a session of its own; a write that met a truncated
     // index may have failed (the proxy went on from memory, and said so), but the store reads.
     let stored = sessions.stdout.lines().count();
-    assert!((1..=19).contains(&stored), "{}", sessions.stdout);
+    assert!((1..=19).contains(&stored), "{}\nthe proxy's log:\n{stderr}", sessions.stdout);
 }

@@ -38,7 +38,7 @@ pub use recall_tool::{
 };
 pub use record::{Origin, StoredCompaction};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use sqlite::{note_grown_back as note_shm_grown_back, SqliteStore, SCHEMA_VERSION};
 pub use state::{ConversationStore, Put, StateLock, StateStore, StoredState};
 
 use crate::summarize::Usage;

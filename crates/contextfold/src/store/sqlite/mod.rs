@@ -27,6 +27,7 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Tran
 pub use schema::SCHEMA_VERSION;
 use schema::{check_ours, migrate, Create};
 use serde_json::Value;
+pub use shm::note_grown_back;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use writes::touch;
@@ -124,16 +125,28 @@ impl SqliteStore {
         sql_error(&self.path, source)
     }
 
-    /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
+    /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds
+    /// and no truncation of the shared-memory file landed in it (see the `shm` module).
     pub(in crate::store) fn write<T>(
         &self,
         work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         // The mutex keeps transactions on this connection from nesting.
         let connection = self.lock();
+        let mark = self.shm.mark();
         let transaction = begin_immediate(&connection).map_err(|err| self.sql(err))?;
         let value = work(&transaction)?;
+        if self.shm.truncated_since(mark) {
+            // Dropped, so rolled back: its commit would write a header over a zeroed index.
+            return Err(StoreError::Invalid(format!(
+                "the shared-memory file of {} was truncated during a write, which was rolled back",
+                self.path.display()
+            )));
+        }
         transaction.commit().map_err(|err| self.sql(err))?;
+        if self.shm.truncated_since(mark) {
+            self.shm.invalidate_index();
+        }
         Ok(value)
     }
 }

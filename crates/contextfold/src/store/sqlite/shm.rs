@@ -5,11 +5,34 @@
 //! the index from the WAL, as when a store is first opened. A store tampered with then fails
 //! or recovers; it does not stop the process.
 //!
-//! What this cannot cover is a truncation during the few microseconds between the check and
-//! SQLite's use of the page.
+//! What the check cannot cover is a truncation between it and SQLite's use of the page; a
+//! process that handles SIGBUS on the mapping grows the file back there and says so with
+//! [`note_grown_back`].
+//!
+//! A write transaction that a truncation lands in is what damages a store: its commit would
+//! write a valid index header over index pages that now read as zeros, and later readers,
+//! trusting the header, would miss pages of the WAL. So [`SqliteStore::write`] rolls back a
+//! transaction a truncation landed in before its commit, and invalidates the header after a
+//! commit one landed in, so that the next use rebuilds the index from the WAL.
+//!
+//! [`SqliteStore::write`]: super::SqliteStore
 
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many times this process found a shared-memory file truncated and grew it back.
+static GROWN_BACK: AtomicU64 = AtomicU64::new(0);
+
+/// The two copies of the WAL index's header, at the start of the file: when both read as
+/// zeros, SQLite rebuilds the index from the WAL before it next reads.
+const INDEX_HEADER: usize = 96;
+
+/// Says that a shared-memory file was found truncated and grown back outside the guard (by a
+/// SIGBUS handler); only an atomic increment, so it may be called from a signal handler.
+pub fn note_grown_back() {
+    GROWN_BACK.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Watches the shared-memory file of one store.
 #[derive(Debug)]
@@ -37,15 +60,83 @@ impl ShmGuard {
         }
         let grown = std::fs::OpenOptions::new().write(true).open(&self.path).and_then(|file| file.set_len(seen));
         match grown {
-            Ok(()) => tracing::warn!(
+            Ok(()) => {
+                note_grown_back();
+                tracing::warn!(
                 path = %self.path.display(),
-                "the store's shared-memory file was truncated by another program; grown back to {seen} bytes"
-            ),
+                    "the store's shared-memory file was truncated by another program; grown back to {seen} bytes"
+                )
+            }
             Err(err) => tracing::warn!(
                 path = %self.path.display(),
                 error = %err,
                 "the store's shared-memory file was truncated by another program and cannot be grown back"
             ),
         }
+    }
+
+    /// A mark to pass to [`ShmGuard::truncated_since`], taken after checking the file.
+    pub(super) fn mark(&self) -> u64 {
+        self.check();
+        GROWN_BACK.load(Ordering::Relaxed)
+    }
+
+    /// Whether a shared-memory file was found truncated since `mark` (checking this one now).
+    pub(super) fn truncated_since(&self, mark: u64) -> bool {
+        self.check();
+        GROWN_BACK.load(Ordering::Relaxed) != mark
+    }
+
+    /// Zeroes the index's header, so that whoever reads next rebuilds the index from the WAL.
+    pub(super) fn invalidate_index(&self) {
+        let zeroed = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .and_then(|file| file.write_all_at(&[0; INDEX_HEADER], 0));
+        match zeroed {
+            Ok(()) => tracing::warn!(
+                path = %self.path.display(),
+                "a write met a truncated shared-memory file; its index is rebuilt from the WAL at the next use"
+            ),
+            Err(err) => tracing::warn!(
+                path = %self.path.display(),
+                error = %err,
+                "a write met a truncated shared-memory file, whose index could not be reset"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::SqliteStore;
+    use crate::store::{SessionStore, StoreError};
+
+    /// A write a truncation lands in is rolled back, saying why; the store goes on, and a
+    /// process that opens it afterwards reads what was committed, whole.
+    #[test]
+    fn a_write_a_truncation_lands_in_is_rolled_back() {
+        let dir = std::env::temp_dir().join(format!("contextfold-shm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("store.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let kept = store.create_session("kept").unwrap();
+        let shm = dir.join("store.db-shm");
+        let written = store.write(|transaction| {
+            transaction.execute("INSERT INTO sessions (id, name, created) VALUES ('lost', 'lost', 0)", []).unwrap();
+            std::fs::OpenOptions::new().write(true).open(&shm).and_then(|file| file.set_len(0)).unwrap();
+            Ok(())
+        });
+        let Err(StoreError::Invalid(why)) = written else { panic!("{written:?}") };
+        assert!(why.contains("store.db") && why.contains("rolled back"), "{why}");
+        let later = store.create_session("later").unwrap();
+        let listed = |store: &SqliteStore| -> Vec<String> {
+            store.sessions().unwrap().into_iter().map(|session| session.id).collect()
+        };
+        assert_eq!(listed(&store), [kept.clone(), later.clone()]);
+        let reader = SqliteStore::open_read_only(&path).unwrap();
+        assert_eq!(listed(&reader), [kept, later]);
+        drop((reader, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
