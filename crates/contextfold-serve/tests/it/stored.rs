@@ -291,3 +291,36 @@ async fn a_restarted_proxy_sends_the_secrets_its_store_never_held() {
     assert!(rewritten_secret, "a compacted request after the restart holds a secret the store did not");
     no_secret_in(&file_bytes(&dir), "the store's files");
 }
+
+/// A conversation's stored state that can no longer be read (a damaged record) is written over
+/// from memory: the conversation goes on in its one session, and its state is stored again,
+/// instead of each request starting a new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_state_that_cannot_be_read_is_written_over_from_memory() {
+    let dir = scratch("unreadable-state");
+    let path = dir.join("proxy.db");
+    let mock = Mock::start(agent_script(40)).await;
+    let store = Some(StoreLocation::File(path.clone()));
+    let running = proxy(contextfold_serve::ServeConfig { store, ..config(&mock.url()) }).await;
+    let client = client();
+    let mut agent = Agent::new("ledger", "balance the books");
+    for _ in 0..3 {
+        agent.step(&client, &running.url).await;
+    }
+    let damage = rusqlite::Connection::open(&path).expect("the store opens");
+    let damaged = damage.execute("UPDATE states SET state = 42, version = version + 1", []);
+    assert_eq!(damaged.expect("the record is damaged"), 1, "one conversation");
+    for _ in 0..5 {
+        agent.step(&client, &running.url).await;
+    }
+    running.stop().await.expect("stops");
+    assert_eq!(mock.messages_requests().len(), 8, "every request went upstream");
+    let store = SqliteStore::open_read_only(&path).expect("the store reads");
+    let sessions = store.sessions().expect("its sessions");
+    assert_eq!(sessions.len(), 1, "one session, not one per request: {sessions:?}");
+    let stored: (String, i64) = damage
+        .query_row("SELECT typeof(state), version FROM states", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("the record");
+    assert_eq!(stored.0, "blob", "written again");
+    assert!(stored.1 >= 9, "written at every request after the damage: version {}", stored.1);
+}
