@@ -11,11 +11,9 @@
 //!
 //! A write transaction that a truncation lands in is what damages a store: its commit would
 //! write a valid index header over index pages that now read as zeros, and later readers,
-//! trusting the header, would miss pages of the WAL. So [`SqliteStore::write`] rolls back a
+//! trusting the header, would miss pages of the WAL. So `SqliteStore::write` rolls back a
 //! transaction a truncation landed in before its commit, and invalidates the header after a
 //! commit one landed in, so that the next use rebuilds the index from the WAL.
-//!
-//! [`SqliteStore::write`]: super::SqliteStore
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -63,7 +61,7 @@ impl ShmGuard {
             Ok(()) => {
                 note_grown_back();
                 tracing::warn!(
-                path = %self.path.display(),
+                    path = %self.path.display(),
                     "the store's shared-memory file was truncated by another program; grown back to {seen} bytes"
                 )
             }
