@@ -12,7 +12,9 @@
 //! - **memory per idle conversation held**: the growth of the live heap (a counting
 //!   allocator) after conversations of 40 and of 400 messages have each made one call, and
 //!   after conversations of 3,000 messages in a 24k window have each made 11 calls as they
-//!   grew (against the compacted request they send);
+//!   grew (against the compacted request they send), once with the command line's memoised
+//!   token counts and once with bare ones, which leaves out what the process-wide count cache
+//!   keeps of their texts;
 //! - **stores and replicas** (`-- stores`): what keeping each conversation's state in the
 //!   store adds to a request (its lock, the version check, the state written back; on a
 //!   replica that did not serve the conversation's previous call, the state read and
@@ -94,7 +96,8 @@ fn main() {
         if std::env::args().any(|arg| arg == "memory") {
             memory(&upstream, 40, 900).await;
             memory(&upstream, 400, 100).await;
-            memory_compacted(&upstream, 3_000, 20).await;
+            memory_compacted(&upstream, 3_000, 20, Counts::Memoized).await;
+            memory_compacted(&upstream, 3_000, 20, Counts::Bare).await;
             return;
         }
         latency(&upstream).await;
@@ -105,7 +108,8 @@ fn main() {
         throughput(&upstream, Some(24_000), "24k window, compacting").await;
         memory(&upstream, 40, 900).await;
         memory(&upstream, 400, 100).await;
-        memory_compacted(&upstream, 3_000, 20).await;
+        memory_compacted(&upstream, 3_000, 20, Counts::Memoized).await;
+        memory_compacted(&upstream, 3_000, 20, Counts::Bare).await;
     });
 }
 
@@ -159,14 +163,32 @@ async fn proxy(upstream: &str, window: Option<u64>) -> String {
 
 /// [`proxy`], keeping conversations in the store at `store`.
 async fn proxy_with(upstream: &str, window: Option<u64>, store: Option<StoreLocation>) -> String {
+    proxy_counting(upstream, window, store, Counts::Memoized).await
+}
+
+/// How a proxy counts tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Counts {
+    /// The command line's default: exact o200k counts, memoised in a cache the whole process
+    /// shares (bounded at 2^18 texts).
+    Memoized,
+    /// Exact o200k counts, not remembered: what a conversation holds by itself.
+    Bare,
+}
+
+/// [`proxy_with`], counting tokens as `counts` says.
+async fn proxy_counting(upstream: &str, window: Option<u64>, store: Option<StoreLocation>, counts: Counts) -> String {
+    let counter = match counts {
+        Counts::Memoized => Tokenizer::O200k.memoized(),
+        Counts::Bare => Tokenizer::O200k.counter(),
+    };
     let config = ServeConfig {
         store,
         listen: "127.0.0.1:0".parse().unwrap(),
         upstream: upstream.to_string(),
         window,
         reserve: if window.is_some() { 2_000 } else { contextfold_serve::config::DEFAULT_RESERVE },
-        // The command line's default tokenizer: exact o200k counts, memoised.
-        compactor: Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
+        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
         ..ServeConfig::default()
     };
     let proxy = Proxy::bind(config).await.expect("the proxy binds");
@@ -428,9 +450,11 @@ async fn memory(upstream: &str, messages: usize, conversations: usize) {
 
 /// Memory per idle conversation that compacts: `conversations` conversations of `messages`
 /// messages in a 24k window, each grown by 10 calls of two messages, against the compacted
-/// request the upstream last received (the client's history is many times bigger).
-async fn memory_compacted(upstream: &str, messages: usize, conversations: usize) {
-    let proxy = proxy(upstream, Some(24_000)).await;
+/// request the upstream last received (the client's history is many times bigger). With a
+/// bare counter, the counts the shared cache would keep of each conversation's texts are
+/// left out.
+async fn memory_compacted(upstream: &str, messages: usize, conversations: usize, counts: Counts) {
+    let proxy = proxy_counting(upstream, Some(24_000), None, counts).await;
     let client = client();
     let grown = |id: usize, step: usize| body(id, messages - 20 + 2 * step, false);
     for step in 0..=10 {
@@ -450,7 +474,7 @@ async fn memory_compacted(upstream: &str, messages: usize, conversations: usize)
     let held = (LIVE.load(Ordering::Relaxed) - before) as f64 / conversations as f64;
     let (client_body, sent) = (grown(0, 10).len() as f64, sent as f64 / conversations as f64);
     println!(
-        "memory, compacting (24k window): {conversations} idle conversations of {messages} messages ({:.0} KB a client request, {:.0} KB a compacted one): {:.0} KB of live heap each ({:.2}× the compacted request, {:.3}× the client's)",
+        "memory, compacting (24k window, {counts:?} counts): {conversations} idle conversations of {messages} messages ({:.0} KB a client request, {:.0} KB a compacted one): {:.0} KB of live heap each ({:.2}× the compacted request, {:.3}× the client's)",
         client_body / 1e3,
         sent / 1e3,
         held / 1e3,
