@@ -5,15 +5,25 @@
 //! CPU time per call, direct and through the proxy (all threads of this process: client,
 //! proxy and upstream share it, so the difference is the proxy's).
 //!
-//! Run: `cargo bench -p contextfold-serve --bench large_bodies` (about a minute). Everything
-//! runs in this process on 127.0.0.1. The bodies are written before the clock runs.
+//! Then the same through a proxy with a 30k window, where about every third call compacts
+//! (the request reached the window again): the added time of the calls that compacted and
+//! of those that did not, told apart by the body the upstream received shrinking. A
+//! compaction's cost should follow the window, not the client's history.
+//!
+//! Run: `cargo bench -p contextfold-serve --bench large_bodies` (about two minutes).
+//! Everything runs in this process on 127.0.0.1. The bodies are written before the clock
+//! runs.
 
 use bytes::Bytes;
 use contextfold::compactor::Compactor;
 use contextfold_core::tokens::Tokenizer;
 use contextfold_serve::{Proxy, ServeConfig};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// The size of the last body the upstream received.
+static LAST_UPSTREAM_BODY: AtomicUsize = AtomicUsize::new(0);
 
 /// Next calls measured at each size, after two unmeasured ones.
 const CALLS: usize = 24;
@@ -23,13 +33,17 @@ fn main() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
     runtime.block_on(async {
         let upstream = upstream().await;
-        let proxy = proxy(&upstream).await;
+        let (proxy, compacting) = (proxy(&upstream, None).await, proxy(&upstream, Some(30_000)).await);
         println!(
             "contextfold serve, large bodies ({} cores)",
             std::thread::available_parallelism().map_or(1, |n| n.get())
         );
         for (id, megabytes) in [1, 5, 20].into_iter().enumerate() {
-            measure(&upstream, &proxy, id, megabytes).await;
+            measure(&upstream, &proxy, id, megabytes, false).await;
+        }
+        println!("in a 30k window:");
+        for (id, megabytes) in [1, 5, 20].into_iter().enumerate() {
+            measure(&upstream, &compacting, 10 + id, megabytes, true).await;
         }
     });
 }
@@ -41,7 +55,9 @@ async fn upstream() -> String {
     let url = format!("http://{}", listener.local_addr().expect("an address"));
     let router = axum::Router::new().fallback(|request: axum::extract::Request| async move {
         use http_body_util::BodyExt;
-        let _ = request.into_body().collect().await;
+        if let Ok(body) = request.into_body().collect().await {
+            LAST_UPSTREAM_BODY.store(body.to_bytes().len(), Ordering::Relaxed);
+        }
         let body = json!({"id": "msg_l", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
             "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": null,
             "usage": {"input_tokens": 1, "output_tokens": 1}});
@@ -58,11 +74,13 @@ async fn upstream() -> String {
     url
 }
 
-/// A proxy in front of `upstream` with the command line's defaults (the model's window).
-async fn proxy(upstream: &str) -> String {
+/// A proxy in front of `upstream` with the command line's defaults, in `window` (the model's
+/// when `None`).
+async fn proxy(upstream: &str, window: Option<u64>) -> String {
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         upstream: upstream.to_string(),
+        window,
         compactor: Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
         ..ServeConfig::default()
     };
@@ -112,8 +130,9 @@ async fn send(client: &reqwest::Client, base: &str, id: usize, body: Bytes) -> D
     started.elapsed()
 }
 
-/// Next calls of a conversation of `megabytes`, direct and through the proxy.
-async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
+/// Next calls of a conversation of `megabytes`, direct and through the proxy; `by_compaction`
+/// reports the calls that compacted apart from the others.
+async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize, by_compaction: bool) {
     let client = reqwest::Client::builder().no_proxy().tcp_nodelay(true).build().expect("a client");
     let mut messages = vec![json!({"role": "user", "content": format!("[conversation {id}] port the parser")})];
     let mut steps = 0;
@@ -123,6 +142,8 @@ async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
     }
     let ms = |duration: Duration| duration.as_secs_f64() * 1e3;
     let (mut direct, mut proxied, mut cpu) = (Vec::new(), Vec::new(), [Duration::ZERO; 2]);
+    // Whether each measured call compacted, and the body the upstream last got through the proxy.
+    let (mut compacted, mut sent) = (Vec::new(), usize::MAX);
     for call in 0..CALLS + 2 {
         messages.extend(step(id, steps));
         steps += 1;
@@ -133,6 +154,13 @@ async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
         for base in order {
             let before = cpu_time();
             let took = send(&client, base, id, body.clone()).await;
+            if base == proxy {
+                let now = LAST_UPSTREAM_BODY.load(Ordering::Relaxed);
+                if measured {
+                    compacted.push(now < sent);
+                }
+                sent = now;
+            }
             if measured {
                 let which = usize::from(base == proxy);
                 cpu[which] += cpu_time() - before;
@@ -141,6 +169,22 @@ async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
         }
     }
     let mut added: Vec<f64> = proxied.iter().zip(&direct).map(|(p, d)| p - d).collect();
+    if by_compaction {
+        let (mut did, mut did_not): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+        for (added, compacted) in added.iter().zip(&compacted) {
+            if *compacted { &mut did } else { &mut did_not }.push(*added);
+        }
+        let (c50, c99) = percentiles(&mut did);
+        let (n50, n99) = percentiles(&mut did_not);
+        println!(
+            "{megabytes:>2} MB ({} messages): {} calls compacted, added p50 {c50:6.2} ms p99 {c99:6.2} ms | {} did not, \
+             added p50 {n50:6.2} ms p99 {n99:6.2} ms",
+            messages.len(),
+            did.len(),
+            did_not.len()
+        );
+        return;
+    }
     let (d50, d99) = percentiles(&mut direct);
     let (p50, p99) = percentiles(&mut proxied);
     let (a50, a99) = percentiles(&mut added);
@@ -157,6 +201,9 @@ async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize) {
 
 /// p50 and p99 of `samples`, in milliseconds.
 fn percentiles(samples: &mut [f64]) -> (f64, f64) {
+    if samples.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
     samples.sort_by(f64::total_cmp);
     let at = |share: f64| samples[((samples.len() - 1) as f64 * share).round() as usize];
     (at(0.5), at(0.99))

@@ -30,8 +30,8 @@ pub use report::{Compacted, CompactionReport, Fallback, Step, Steps};
 pub use sizing::MIN_WORKABLE_SUMMARY_TOKENS;
 pub use summarizing::restore_summary;
 
-pub(crate) use pass::replaces_payloads;
 use pass::Pass;
+pub(crate) use pass::{replaced, replaced_results};
 use persisting::Persistence;
 
 use crate::cache::{LruCache, SummaryCache};

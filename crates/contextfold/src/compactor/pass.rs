@@ -17,7 +17,7 @@ use contextfold_core::plan::{plan_with_counts, NoCut, PinFirst, Plan};
 use contextfold_core::summary::with_recall_note;
 use contextfold_core::tokens::{Thousands, TokenCounter, TokenLedger};
 use contextfold_core::{repair, validate, Block, Conversation, Message, Role, ToolResult};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 /// The state of one compaction between its steps.
@@ -357,17 +357,21 @@ impl<'a> Pass<'a> {
 }
 
 /// Whether an earlier pass replaced `result`'s payload with a pointer or clipped it.
-fn replaced(result: &ToolResult) -> bool {
+pub(crate) fn replaced(result: &ToolResult) -> bool {
     is_evicted(result) || result.text().contains(CLIP_PREFIX)
 }
 
-/// Whether `messages` hold a tool result whose payload an earlier pass replaced: only then
-/// does a fold read the caller's originals.
-pub(crate) fn replaces_payloads(messages: &[Message]) -> bool {
+/// The tool_use ids of the results in `messages` whose payload an earlier pass replaced: the
+/// only originals a fold reads from the caller.
+pub(crate) fn replaced_results(messages: &[Message]) -> HashSet<&str> {
     messages
         .iter()
         .flat_map(|message| &message.content)
-        .any(|block| matches!(block, Block::ToolResult(result) if replaced(result)))
+        .filter_map(|block| match block {
+            Block::ToolResult(result) if replaced(result) => Some(result.tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Puts back, from `originals`, the payloads of tool results that an earlier pass replaced

@@ -7,8 +7,10 @@
 //! in another form (a proxy holds the client's request body, not its messages read into the
 //! model) reads each message only when it is asked for, and need not keep them all.
 
-use contextfold_core::{HistoryChain, Message};
+use crate::compactor::replaced;
+use contextfold_core::{Block, HistoryChain, Message};
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 /// A history the middleware reads from where it needs.
 pub trait History: Sync {
@@ -72,4 +74,29 @@ impl History for Whole<'_> {
     fn messages_from(&self, from: usize) -> Result<Cow<'_, [Message]>, HistoryError> {
         Ok(Cow::Borrowed(self.messages.get(from..).unwrap_or(&[])))
     }
+}
+
+/// The messages of `history` that hold the originals of the tool results `ids` names (the
+/// newest of each, not itself replaced), in order. They are read from the newest back until
+/// each is found: a working copy holds the newest part of the history, so this reads about
+/// as far back as it reaches, and all of it only when an original is not there at all.
+pub(crate) fn originals_of(history: &dyn History, mut ids: HashSet<&str>) -> Result<Vec<Message>, HistoryError> {
+    let mut found = Vec::new();
+    for index in (0..history.len()).rev() {
+        if ids.is_empty() {
+            break;
+        }
+        let message = history.message(index)?;
+        let mut holds = false;
+        for block in &message.content {
+            if let Block::ToolResult(result) = block {
+                holds |= !replaced(result) && ids.remove(result.tool_use_id.as_str());
+            }
+        }
+        if holds {
+            found.push(message.into_owned());
+        }
+    }
+    found.reverse();
+    Ok(found)
 }

@@ -30,7 +30,7 @@ pub use config::{MiddlewareConfig, MiddlewareConfigBuilder, DEFAULT_TARGET};
 pub use history::{History, HistoryError, Whole};
 pub use state::{MiddlewareState, StateError, STATE_VERSION};
 
-use crate::compactor::{replaces_payloads, restore_summary, CompactError, Compactor, Target};
+use crate::compactor::{replaced_results, restore_summary, CompactError, Compactor, Target};
 use crate::event::{CompactionEvent, Event, FailedCompaction, Trigger};
 use crate::policy::{default_policy, Confirm, Decision, Policy, PolicyInput};
 use crate::store::StoreError;
@@ -395,19 +395,22 @@ impl CompactionMiddleware {
             // Aim below the usable window.
             config.target = Target::Budget(config.target.tokens(0).min(cap).max(1));
         }
-        // The caller's messages are read back only when a fold may need them: for payloads an
-        // earlier pass replaced, or to be stored with the compaction.
-        let originals =
-            match replaces_payloads(&conversation.messages) || self.compactor.stores_history_with_compactions() {
-                true => match history.messages_from(0) {
-                    Ok(originals) => originals,
-                    Err(error) => {
-                        state.full_summary = full_summary;
-                        return (None, Some(PrepareError::History(error)));
-                    }
-                },
-                false => std::borrow::Cow::Borrowed(&[][..]),
-            };
+        // The caller's messages are read back only when a fold may need them: all of them to
+        // be stored with the compaction, else those that hold the payloads an earlier pass
+        // replaced.
+        let replaced = replaced_results(&conversation.messages);
+        let originals = match self.compactor.stores_history_with_compactions() {
+            true => history.messages_from(0),
+            false if replaced.is_empty() => Ok(std::borrow::Cow::Borrowed(&[][..])),
+            false => history::originals_of(history, replaced).map(std::borrow::Cow::Owned),
+        };
+        let originals = match originals {
+            Ok(originals) => originals,
+            Err(error) => {
+                state.full_summary = full_summary;
+                return (None, Some(PrepareError::History(error)));
+            }
+        };
         let result = match self.compactor.compact_unstored(&conversation, &config, &originals).await {
             Ok(compacted) if trigger != Trigger::Manual && compacted.report.strategy_used.0.is_empty() => {
                 // Nothing to do by the compactor's count (the policy saw the calibrated

@@ -1,7 +1,8 @@
 //! The middleware reading the caller's history only where it needs it ([`History`]): it sends
 //! what it sends when given every message, reads only the new messages on a call that
-//! continues the last without compacting, and a history it cannot read goes out as the
-//! working copy was, with the error, and the next call starts afresh.
+//! continues the last without compacting and only the originals it folds on one that
+//! compacts, and a history it cannot read goes out as the working copy was, with the error,
+//! and the next call starts afresh.
 
 use crate::common::session;
 use crate::middleware::{call_points, json};
@@ -141,4 +142,33 @@ fn a_history_it_cannot_read_goes_out_as_the_working_copy_was_and_the_next_call_s
     let fresh = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(200_000, 8_000));
     assert_eq!(json(&again.messages()), json(&runtime.block_on(fresh.prepare(next, &[])).messages()));
     assert!(again.error.is_none());
+}
+
+/// A compaction that folds payloads an earlier pass replaced reads back only the messages
+/// that hold their originals, which lie in the part of the history the working copy covers,
+/// not the whole history: over a session, the folds read each message about once, where
+/// reading the whole history at each fold reads it once per fold.
+#[test]
+fn a_fold_reads_back_only_the_messages_whose_payloads_it_restores() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(30, 3, 40).messages;
+    // Outputs clipped as they enter: the working copy holds replaced payloads at every fold.
+    let config = MiddlewareConfig { clip_on_ingest: Some(300), ..MiddlewareConfig::new(7_000, 875) };
+    let middleware = CompactionMiddleware::new(Compactor::default(), config.clone());
+    let eager = CompactionMiddleware::new(Compactor::default(), config);
+    let (mut folds, mut read_back) = (0, 0);
+    for end in call_points(&history) {
+        let messages = &history[..end];
+        let chain = HistoryChain::of(messages);
+        let watched = Watched::new(messages, &chain, 0);
+        let prepared = runtime.block_on(middleware.prepare_history(&watched, &[]));
+        let whole = runtime.block_on(eager.prepare(messages, &[]));
+        assert_eq!(json(&prepared.messages()), json(&whole.messages()), "call at {end}");
+        if prepared.event.is_some() {
+            folds += 1;
+            read_back += end - watched.earliest().expect("a fold reads the new messages at least");
+        }
+    }
+    assert!(folds >= 10, "{folds} folds");
+    assert!(read_back <= 2 * history.len(), "{folds} folds read {read_back} messages of {}", history.len());
 }
