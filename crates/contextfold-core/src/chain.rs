@@ -14,6 +14,16 @@ use crate::hash::{canonical_json, message_fingerprint, StableHasher};
 /// The link that names the empty prefix.
 const ROOT: u64 = 0x6366_2d63_6861_696e;
 
+/// Makes room in `items` for `more`, with at most an eighth to spare: for what a long-lived
+/// owner grows a few items at a time (a conversation's per-message keys, held for hours),
+/// where doubling would leave up to half of it unused. Growing this way still copies each
+/// item a bounded number of times on average.
+pub fn reserve_tight<T>(items: &mut Vec<T>, more: usize) {
+    if items.capacity() - items.len() < more {
+        items.reserve_exact(more + (items.len() + more) / 8);
+    }
+}
+
 /// The chain of a history's messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryChain {
@@ -32,6 +42,11 @@ impl HistoryChain {
     pub fn push(&mut self, message: &Message) {
         let previous = self.links.last().copied().unwrap_or(ROOT);
         self.links.push(StableHasher::default().write(&previous.to_le_bytes()).write(&digest(message)).finish());
+    }
+
+    /// Makes room for `more` links, as [`reserve_tight`] does.
+    pub fn reserve_tight(&mut self, more: usize) {
+        reserve_tight(&mut self.links, more);
     }
 
     /// Keeps the links of the first `len` messages.

@@ -14,6 +14,7 @@
 use crate::body::{BodyError, RequestBody, Unchecked};
 use crate::known::EntryKey;
 use contextfold::middleware::{History, HistoryError};
+use contextfold_core::chain::reserve_tight;
 use contextfold_core::{Block, HistoryChain, Message};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -71,6 +72,8 @@ impl ParsedHistory {
         self.chain.truncate(same);
         self.first_compaction = self.first_compaction.filter(|&index| index < same);
         let mut new = Vec::with_capacity(keys.len() - same);
+        reserve_tight(&mut self.keys, keys.len() - same);
+        self.chain.reserve_tight(keys.len() - same);
         for (index, key) in keys.iter().enumerate().skip(same) {
             let message = read_message(&body, index)?;
             if self.first_compaction.is_none() && holds_compaction(&message) {

@@ -151,8 +151,12 @@ impl<'a> TokenLedger<'a> {
 
     /// Fingerprints every message and recounts those it does not know, reusing the counts
     /// of messages it has seen before (wherever they now are). Returns the total.
+    ///
+    /// The entries are held anew, sized to `messages`: after a compaction, the room of the
+    /// history it shrank would otherwise be held for as long as the ledger.
     pub fn resync(&mut self, messages: &[Message]) -> u64 {
-        let known: HashMap<u64, Entry> = self.entries.drain(..).map(|entry| (entry.fingerprint, entry)).collect();
+        let before = std::mem::replace(&mut self.entries, Vec::with_capacity(messages.len()));
+        let known: HashMap<u64, Entry> = before.into_iter().map(|entry| (entry.fingerprint, entry)).collect();
         self.total = 0;
         for message in messages {
             let print = message_fingerprint(message);
@@ -335,6 +339,18 @@ mod tests {
         let shifted: Vec<Message> = messages[5..].to_vec();
         assert_eq!(ledger.sync(&shifted), count_messages(&Chars4, &shifted));
         assert_eq!(meter.0.load(Ordering::Relaxed), before);
+    }
+
+    /// A ledger resynced to a compacted history holds room for that history, not for the
+    /// long one it counted before: a middleware keeps its ledger between calls for hours.
+    #[test]
+    fn resync_to_a_shorter_history_gives_back_the_room_of_the_longer() {
+        let mut ledger = TokenLedger::new(&Chars4);
+        let long = history(3_000);
+        ledger.sync(&long);
+        let compacted: Vec<Message> = long[2_960..].to_vec();
+        assert_eq!(ledger.resync(&compacted), count_messages(&Chars4, &compacted));
+        assert!(ledger.entries.capacity() <= 2 * compacted.len(), "room for {}", ledger.entries.capacity());
     }
 
     #[test]
