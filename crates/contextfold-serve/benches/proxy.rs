@@ -12,9 +12,9 @@
 //! - **memory per idle conversation held**: the growth of the live heap (a counting
 //!   allocator) after conversations of 40 and of 400 messages have each made one call, and
 //!   after conversations of 3,000 messages in a 24k window have each made 11 calls as they
-//!   grew (against the compacted request they send), once with the command line's memoised
-//!   token counts and once with bare ones, which leaves out what the process-wide count cache
-//!   keeps of their texts;
+//!   grew (against the compacted request they send), once with the command line's caches
+//!   shared by all conversations (token counts, summaries) and once without them, which
+//!   leaves out what those bounded caches keep of each conversation;
 //! - **stores and replicas** (`-- stores`): what keeping each conversation's state in the
 //!   store adds to a request (its lock, the version check, the state written back; on a
 //!   replica that did not serve the conversation's previous call, the state read and
@@ -33,6 +33,7 @@
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use contextfold::cache::LruCache;
 use contextfold::compactor::Compactor;
 use contextfold::store::StoreLocation;
 use contextfold_core::tokens::Tokenizer;
@@ -96,8 +97,8 @@ fn main() {
         if std::env::args().any(|arg| arg == "memory") {
             memory(&upstream, 40, 900).await;
             memory(&upstream, 400, 100).await;
-            memory_compacted(&upstream, 3_000, 20, Counts::Memoized).await;
-            memory_compacted(&upstream, 3_000, 20, Counts::Bare).await;
+            memory_compacted(&upstream, 3_000, 20, Caches::Shared).await;
+            memory_compacted(&upstream, 3_000, 20, Caches::Off).await;
             return;
         }
         latency(&upstream).await;
@@ -108,8 +109,8 @@ fn main() {
         throughput(&upstream, Some(24_000), "24k window, compacting").await;
         memory(&upstream, 40, 900).await;
         memory(&upstream, 400, 100).await;
-        memory_compacted(&upstream, 3_000, 20, Counts::Memoized).await;
-        memory_compacted(&upstream, 3_000, 20, Counts::Bare).await;
+        memory_compacted(&upstream, 3_000, 20, Caches::Shared).await;
+        memory_compacted(&upstream, 3_000, 20, Caches::Off).await;
     });
 }
 
@@ -163,24 +164,27 @@ async fn proxy(upstream: &str, window: Option<u64>) -> String {
 
 /// [`proxy`], keeping conversations in the store at `store`.
 async fn proxy_with(upstream: &str, window: Option<u64>, store: Option<StoreLocation>) -> String {
-    proxy_counting(upstream, window, store, Counts::Memoized).await
+    proxy_counting(upstream, window, store, Caches::Shared).await
 }
 
-/// How a proxy counts tokens.
+/// The caches all of a proxy's conversations share.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Counts {
-    /// The command line's default: exact o200k counts, memoised in a cache the whole process
-    /// shares (bounded at 2^18 texts).
-    Memoized,
-    /// Exact o200k counts, not remembered: what a conversation holds by itself.
-    Bare,
+enum Caches {
+    /// The command line's defaults: exact o200k counts memoised for the whole process
+    /// (bounded at 2^18 texts), and the compactor's summaries (the last 64).
+    Shared,
+    /// Exact o200k counts not remembered, and room for one summary: what a conversation
+    /// holds by itself.
+    Off,
 }
 
-/// [`proxy_with`], counting tokens as `counts` says.
-async fn proxy_counting(upstream: &str, window: Option<u64>, store: Option<StoreLocation>, counts: Counts) -> String {
-    let counter = match counts {
-        Counts::Memoized => Tokenizer::O200k.memoized(),
-        Counts::Bare => Tokenizer::O200k.counter(),
+/// [`proxy_with`], with the shared caches `caches` says.
+async fn proxy_counting(upstream: &str, window: Option<u64>, store: Option<StoreLocation>, caches: Caches) -> String {
+    let compactor = match caches {
+        Caches::Shared => Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
+        Caches::Off => Compactor::default()
+            .with_counter(std::sync::Arc::new(Tokenizer::O200k.counter()))
+            .with_cache(std::sync::Arc::new(LruCache::new(1))),
     };
     let config = ServeConfig {
         store,
@@ -188,7 +192,7 @@ async fn proxy_counting(upstream: &str, window: Option<u64>, store: Option<Store
         upstream: upstream.to_string(),
         window,
         reserve: if window.is_some() { 2_000 } else { contextfold_serve::config::DEFAULT_RESERVE },
-        compactor: Compactor::default().with_counter(std::sync::Arc::new(counter)),
+        compactor,
         ..ServeConfig::default()
     };
     let proxy = Proxy::bind(config).await.expect("the proxy binds");
@@ -450,11 +454,11 @@ async fn memory(upstream: &str, messages: usize, conversations: usize) {
 
 /// Memory per idle conversation that compacts: `conversations` conversations of `messages`
 /// messages in a 24k window, each grown by 10 calls of two messages, against the compacted
-/// request the upstream last received (the client's history is many times bigger). With a
-/// bare counter, the counts the shared cache would keep of each conversation's texts are
-/// left out.
-async fn memory_compacted(upstream: &str, messages: usize, conversations: usize, counts: Counts) {
-    let proxy = proxy_counting(upstream, Some(24_000), None, counts).await;
+/// request the upstream last received (the client's history is many times bigger). With the
+/// shared caches off, what they would keep of each conversation (counts of its texts, its
+/// summary) is left out.
+async fn memory_compacted(upstream: &str, messages: usize, conversations: usize, caches: Caches) {
+    let proxy = proxy_counting(upstream, Some(24_000), None, caches).await;
     let client = client();
     let grown = |id: usize, step: usize| body(id, messages - 20 + 2 * step, false);
     for step in 0..=10 {
@@ -474,7 +478,7 @@ async fn memory_compacted(upstream: &str, messages: usize, conversations: usize,
     let held = (LIVE.load(Ordering::Relaxed) - before) as f64 / conversations as f64;
     let (client_body, sent) = (grown(0, 10).len() as f64, sent as f64 / conversations as f64);
     println!(
-        "memory, compacting (24k window, {counts:?} counts): {conversations} idle conversations of {messages} messages ({:.0} KB a client request, {:.0} KB a compacted one): {:.0} KB of live heap each ({:.2}× the compacted request, {:.3}× the client's)",
+        "memory, compacting (24k window, {caches:?} caches): {conversations} idle conversations of {messages} messages ({:.0} KB a client request, {:.0} KB a compacted one): {:.0} KB of live heap each ({:.2}× the compacted request, {:.3}× the client's)",
         client_body / 1e3,
         sent / 1e3,
         held / 1e3,
