@@ -164,7 +164,7 @@ async fn proxy(upstream: &str, window: Option<u64>) -> String {
 
 /// [`proxy`], keeping conversations in the store at `store`.
 async fn proxy_with(upstream: &str, window: Option<u64>, store: Option<StoreLocation>) -> String {
-    proxy_counting(upstream, window, store, Caches::Shared).await
+    proxy_with_caches(upstream, window, store, Caches::Shared).await
 }
 
 /// The caches all of a proxy's conversations share.
@@ -179,7 +179,12 @@ enum Caches {
 }
 
 /// [`proxy_with`], with the shared caches `caches` says.
-async fn proxy_counting(upstream: &str, window: Option<u64>, store: Option<StoreLocation>, caches: Caches) -> String {
+async fn proxy_with_caches(
+    upstream: &str,
+    window: Option<u64>,
+    store: Option<StoreLocation>,
+    caches: Caches,
+) -> String {
     let compactor = match caches {
         Caches::Shared => Compactor::default().with_counter(std::sync::Arc::new(Tokenizer::O200k.memoized())),
         Caches::Off => Compactor::default()
@@ -458,7 +463,7 @@ async fn memory(upstream: &str, messages: usize, conversations: usize) {
 /// shared caches off, what they would keep of each conversation (counts of its texts, its
 /// summary) is left out.
 async fn memory_compacted(upstream: &str, messages: usize, conversations: usize, caches: Caches) {
-    let proxy = proxy_counting(upstream, Some(24_000), None, caches).await;
+    let proxy = proxy_with_caches(upstream, Some(24_000), None, caches).await;
     let client = client();
     let grown = |id: usize, step: usize| body(id, messages - 20 + 2 * step, false);
     for step in 0..=10 {

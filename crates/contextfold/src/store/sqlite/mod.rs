@@ -131,7 +131,8 @@ impl SqliteStore {
         &self,
         work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        // The mutex keeps transactions on this connection from nesting.
+        // The mutex keeps transactions on this connection from nesting; taking it checks the
+        // shared-memory file.
         let connection = self.lock();
         let mark = self.shm.mark();
         let transaction = begin_immediate(&connection).map_err(|err| self.sql(err))?;

@@ -73,9 +73,9 @@ impl ShmGuard {
         }
     }
 
-    /// A mark to pass to [`ShmGuard::truncated_since`], taken after checking the file.
+    /// A mark to pass to [`ShmGuard::truncated_since`]; taken right after a
+    /// [`check`](ShmGuard::check), so that it counts every truncation found before.
     pub(super) fn mark(&self) -> u64 {
-        self.check();
         GROWN_BACK.load(Ordering::Relaxed)
     }
 
