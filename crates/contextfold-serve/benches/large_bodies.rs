@@ -10,7 +10,9 @@
 //! of those that did not, told apart by the body the upstream received shrinking. A
 //! compaction's cost should follow the window, not the client's history.
 //!
-//! Run: `cargo bench -p contextfold-serve --bench large_bodies` (about two minutes).
+//! Run: `cargo bench -p contextfold-serve --bench large_bodies` (about two minutes), or
+//! `-- profile` for 20 MB calls through the proxy alone, their bodies all written first, to
+//! run under a profiler.
 //! Everything runs in this process on 127.0.0.1. The bodies are written before the clock
 //! runs.
 
@@ -33,6 +35,9 @@ fn main() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
     runtime.block_on(async {
         let upstream = upstream().await;
+        if std::env::args().any(|arg| arg == "profile") {
+            return profile(&proxy(&upstream, None).await).await;
+        }
         let (proxy, compacting) = (proxy(&upstream, None).await, proxy(&upstream, Some(30_000)).await);
         println!(
             "contextfold serve, large bodies ({} cores)",
@@ -199,6 +204,46 @@ async fn measure(upstream: &str, proxy: &str, id: usize, megabytes: usize, by_co
     );
 }
 
+/// 20 MB calls through the proxy alone: every body is written before the first is sent, so a
+/// profile started a few seconds in (`perf record -D`) sees only the calls.
+async fn profile(proxy: &str) {
+    const PROFILED: usize = 60;
+    let client = reqwest::Client::builder().no_proxy().tcp_nodelay(true).build().expect("a client");
+    // The messages array's text grows by appending, so writing a body is one copy of it.
+    let (mut joined, mut steps) =
+        (json!({"role": "user", "content": "[conversation 20] port the parser"}).to_string(), 0);
+    let mut bodies = Vec::new();
+    while bodies.len() < PROFILED {
+        for message in step(20, steps) {
+            joined.push(',');
+            joined.push_str(&message.to_string());
+        }
+        steps += 1;
+        if joined.len() >= 20_000_000 {
+            let empty = body(&[]);
+            let (head, tail) = std::str::from_utf8(&empty).expect("JSON").split_once("[]").expect("a messages array");
+            // Sized exactly, as a body the client read in would be.
+            let mut body = String::with_capacity(head.len() + joined.len() + tail.len() + 2);
+            for part in [head, "[", &joined, "]", tail] {
+                body.push_str(part);
+            }
+            bodies.push(Bytes::from(body));
+        }
+    }
+    send(&client, proxy, 20, bodies[0].clone()).await;
+    println!("profile: {PROFILED} calls of 20 MB through the proxy from now");
+    let (started, before) = (Instant::now(), cpu_time());
+    for body in &bodies[1..] {
+        send(&client, proxy, 20, body.clone()).await;
+    }
+    let calls = (PROFILED - 1) as f64;
+    println!(
+        "profile: {:.2} ms and {:.2} ms of CPU a call (client, proxy and upstream)",
+        started.elapsed().as_secs_f64() * 1e3 / calls,
+        (cpu_time() - before).as_secs_f64() * 1e3 / calls
+    );
+}
+
 /// p50 and p99 of `samples`, in milliseconds.
 fn percentiles(samples: &mut [f64]) -> (f64, f64) {
     if samples.is_empty() {
@@ -209,11 +254,12 @@ fn percentiles(samples: &mut [f64]) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-/// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks
-/// of 10 ms).
+/// The CPU time this process has used, all threads, to the nanosecond the kernel accounts.
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let ticks: u64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<u64>().ok()).sum();
-    Duration::from_millis(ticks * 10)
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec for the call to write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }

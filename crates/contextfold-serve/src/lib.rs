@@ -57,6 +57,7 @@ mod parsed;
 mod preamble;
 mod prepare;
 mod proxy;
+mod received;
 mod relay;
 mod retention;
 mod route;

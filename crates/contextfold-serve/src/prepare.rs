@@ -11,6 +11,7 @@ use crate::calls::Recorder;
 use crate::compaction::{self, Incoming, Outcome, Place};
 use crate::headers::compaction_off;
 use crate::log::{Action, RequestLog};
+use crate::received::Received;
 use crate::session::Identity;
 use crate::usage::{Observer, OnUsage};
 use axum::http::header;
@@ -34,19 +35,20 @@ pub enum Opened<'b> {
 pub fn open<'b>(
     app: &App,
     parts: &Parts,
-    bytes: &'b Bytes,
+    received: &'b Received,
     log: &mut RequestLog,
     list: &'static str,
 ) -> Result<Opened<'b>, BodyError> {
     if parts.headers.get_all(header::CONTENT_ENCODING).iter().any(|encoding| !is_identity(encoding.as_bytes())) {
-        return Ok(Opened::Send(untouched(app, log, "the body is compressed", bytes.clone())));
+        return Ok(Opened::Send(untouched(app, log, "the body is compressed", received.bytes().clone())));
     }
-    let body = Unchecked::read(bytes, list, |first| app.known.find(first))?;
+    let text = received.text().map_err(BodyError::NotUtf8)?;
+    let body = Unchecked::read_text(text, list, |first| app.known.find(first))?;
     log.stream = body.streams();
     log.model = body.value("model").and_then(|model| model.as_str().map(str::to_string));
     if compaction_off(&parts.headers) {
         body.checked_from(0)?;
-        return Ok(Opened::Send(untouched(app, log, "x-contextfold: off", bytes.clone())));
+        return Ok(Opened::Send(untouched(app, log, "x-contextfold: off", received.bytes().clone())));
     }
     Ok(Opened::Read(body))
 }

@@ -14,14 +14,12 @@ use crate::app::App;
 use crate::error::ProxyError;
 use crate::headers::{has_token, upstream_request};
 use crate::log::{Action, RequestLog};
+use crate::received::Received;
 use crate::relay::relay;
 use crate::route::{unsafe_path, Api, Route};
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
-use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use std::sync::Arc;
 
 /// Serves one request.
@@ -55,19 +53,19 @@ pub async fn handle(State(app): State<Arc<App>>, request: axum::extract::Request
     if declared_length(&parts.headers).is_some_and(|length| length > app.max_body as u64) {
         return answer(log, ProxyError::too_large(app.max_body), api);
     }
-    let bytes = match read_body(body, app.max_body).await {
-        Ok(bytes) => bytes,
+    let received = match Received::read(body, app.max_body, declared_length(&parts.headers)).await {
+        Ok(received) => received,
         Err(err) => return answer(log, err, api),
     };
-    let size = bytes.len();
+    let size = received.bytes().len();
     let (prepared, mut log, parts) = match route {
-        Route::Forward(_) => (Ok((bytes, None)), log, parts),
+        Route::Forward(_) => (Ok((received.into_bytes(), None)), log, parts),
         route => {
             // Reading, counting and compacting a large body takes the CPU: done apart.
             let shared = app.clone();
             let work = async move {
                 let mut log = log;
-                let prepared = api::body(&shared, route, &parts, bytes, &mut log).await;
+                let prepared = api::body(&shared, route, &parts, received, &mut log).await;
                 (prepared, log, parts)
             };
             app.workers.run(size, work).await
@@ -103,13 +101,4 @@ fn answer(mut log: RequestLog, err: ProxyError, api: Api) -> Response {
 /// The body's length as its `Content-Length` declares it.
 fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
-}
-
-/// The body, up to `limit` bytes (413 past it).
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ProxyError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.downcast_ref::<LengthLimitError>().is_some() => Err(ProxyError::too_large(limit)),
-        Err(_) => Err(ProxyError::bad_request("the request body could not be read; send it again")),
-    }
 }

@@ -5,9 +5,9 @@ use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::prepare::{open, untouched, Opened, Outbound};
+use crate::received::Received;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
-use bytes::Bytes;
 use contextfold_core::format::{openai, Spans};
 use contextfold_core::{Conversation, Message};
 use serde_json::Value;
@@ -38,8 +38,9 @@ impl Wire for ChatWire<'_> {
 }
 
 /// The body to send for a Chat Completions request, and what to learn from its answer.
-pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
-    let parsed = match open(app, parts, &bytes, log, "messages") {
+pub async fn body(app: &App, parts: &Parts, received: Received, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
+    let bytes = received.bytes().clone();
+    let parsed = match open(app, parts, &received, log, "messages") {
         Ok(Opened::Read(body)) => body.check().map_err(|err| ProxyError::bad_request(err.to_string()))?,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err) => return Err(ProxyError::bad_request(err.to_string())),

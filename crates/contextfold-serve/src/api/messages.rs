@@ -9,10 +9,10 @@ use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::parsed::{read_message, BodyHistory, ParsedHistory, Read, Unreadable};
 use crate::prepare::{compact, open, untouched, Opened, Outbound};
+use crate::received::Received;
 use crate::session::identify;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
-use bytes::Bytes;
 use contextfold_core::Message;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -42,8 +42,9 @@ impl Wire for MessagesWire<'_> {
 
 /// The body to send for a Messages request (the client's bytes, or with its `messages`
 /// compacted), and what to learn from its answer.
-pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
-    let body = match open(app, parts, &bytes, log, "messages") {
+pub async fn body(app: &App, parts: &Parts, received: Received, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
+    let bytes = received.bytes().clone();
+    let body = match open(app, parts, &received, log, "messages") {
         Ok(Opened::Read(body)) => body,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err) => return Err(ProxyError::bad_request(err.to_string())),

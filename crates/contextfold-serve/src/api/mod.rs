@@ -11,9 +11,9 @@ use crate::app::App;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::prepare::Outbound;
+use crate::received::Received;
 use crate::route::Route;
 use axum::http::request::Parts;
-use bytes::Bytes;
 
 /// The body to send for a request on a conversation `route`, and what to learn from its
 /// answer; anything else goes as it came.
@@ -21,13 +21,13 @@ pub async fn body(
     app: &App,
     route: Route,
     parts: &Parts,
-    bytes: Bytes,
+    received: Received,
     log: &mut RequestLog,
 ) -> Result<Outbound, ProxyError> {
     match route {
-        Route::Messages => messages::body(app, parts, bytes, log).await,
-        Route::ChatCompletions => chat::body(app, parts, bytes, log).await,
-        Route::Responses => responses::body(app, parts, bytes, log).await,
-        Route::Forward(_) => Ok((bytes, None)),
+        Route::Messages => messages::body(app, parts, received, log).await,
+        Route::ChatCompletions => chat::body(app, parts, received, log).await,
+        Route::Responses => responses::body(app, parts, received, log).await,
+        Route::Forward(_) => Ok((received.into_bytes(), None)),
     }
 }

@@ -11,9 +11,9 @@ use crate::compaction::Wire;
 use crate::error::ProxyError;
 use crate::log::RequestLog;
 use crate::prepare::{open, untouched, Opened, Outbound};
+use crate::received::Received;
 use crate::usage::Dialect;
 use axum::http::request::Parts;
-use bytes::Bytes;
 use contextfold_core::format::{responses, Spans};
 use contextfold_core::{Conversation, Message, Problem};
 use serde::Deserialize;
@@ -64,8 +64,9 @@ impl ServerState {
 }
 
 /// The body to send for a Responses request, and what to learn from its answer.
-pub async fn body(app: &App, parts: &Parts, bytes: Bytes, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
-    let parsed = match open(app, parts, &bytes, log, "input") {
+pub async fn body(app: &App, parts: &Parts, received: Received, log: &mut RequestLog) -> Result<Outbound, ProxyError> {
+    let bytes = received.bytes().clone();
+    let parsed = match open(app, parts, &received, log, "input") {
         Ok(Opened::Read(body)) => body.check().map_err(|err| ProxyError::bad_request(err.to_string()))?,
         Ok(Opened::Send(prepared)) => return Ok(prepared),
         Err(err @ BodyError::List(..)) => {

@@ -160,12 +160,23 @@ impl<'a> Unchecked<'a> {
     /// split out but not checked. `known` gives the list checked before that starts with the
     /// same entry, whose shared entries are neither scanned nor checked again. A body the
     /// split cannot read is read by the full parser.
+    #[cfg(test)]
     pub fn read(
         bytes: &'a [u8],
         list: &'static str,
         known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
     ) -> Result<Unchecked<'a>, BodyError> {
         let text = std::str::from_utf8(bytes).map_err(|err| BodyError::NotUtf8(err.valid_up_to()))?;
+        Unchecked::read_text(text, list, known)
+    }
+
+    /// [`Unchecked::read`] of text (the proxy checks a body's bytes as they arrive, see
+    /// [`crate::received`]).
+    pub fn read_text(
+        text: &'a str,
+        list: &'static str,
+        known: impl FnOnce(&str) -> Option<Arc<KnownList>>,
+    ) -> Result<Unchecked<'a>, BodyError> {
         if let Some((body, known)) = split(text, list, known) {
             return Ok(Unchecked { body, list, known });
         }

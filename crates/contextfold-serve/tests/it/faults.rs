@@ -177,7 +177,29 @@ async fn malformed_bodies_get_a_400_and_nothing_is_forwarded() {
     let invalid_utf8 =
         client().post(format!("{}/v1/messages", proxy.url)).body(vec![b'{', 0xff, b'}']).send().await.unwrap();
     assert_eq!(invalid_utf8.status(), 400);
+    let (_, message) = api_error(&invalid_utf8.text().await.unwrap());
+    assert!(message.contains("not UTF-8 text (byte 1)"), "{message}");
     assert!(mock.requests().is_empty(), "nothing was forwarded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_whose_characters_are_cut_between_pieces_is_read_as_text() {
+    let mock = Mock::start(|_| canned::message(json!([{"type": "text", "text": "ok"}]), "end_turn")).await;
+    let proxy = proxy(config(&mock.url())).await;
+    let body = json!({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "caf\u{e9} \u{1F600} ".repeat(50)}]})
+        .to_string()
+        .into_bytes();
+    // Pieces of 7 bytes cut through two- and four-byte characters.
+    let pieces: Vec<Result<Vec<u8>, std::io::Error>> = body.chunks(7).map(|piece| Ok(piece.to_vec())).collect();
+    let response = client()
+        .post(format!("{}/v1/messages", proxy.url))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(pieces)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(mock.requests()[0].body[..], body[..], "forwarded byte for byte");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
