@@ -313,15 +313,23 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
     };
     assert!(plain(&exported) == plain(sent), "the export is the client's last history");
 
+    // The store's size on disk, its write-ahead log included.
+    let stored_bytes: u64 = ["store.db", "store.db-wal"]
+        .iter()
+        .filter_map(|name| std::fs::metadata(dir.join(name)).ok())
+        .map(|metadata| metadata.len())
+        .sum();
     let (early, late) = (lower_quartile(first), lower_quartile(last));
     let ratio = late / early.max(0.05);
     notice(&format!(
         "soak at {window} tokens: {calls} calls in {:.0} s, {compactions} compactions, last client body {:.1} MB, \
-         {} stored rows; added latency (lower quartile) {early:.2} ms over the first {SAMPLE} calls, {late:.2} ms over the last \
+         {} stored rows ({:.1} MB stored, {:.2} MB per 1,000 calls); added latency (lower quartile) {early:.2} ms over the first {SAMPLE} calls, {late:.2} ms over the last \
          {SAMPLE} (ratio {ratio:.2}); resident memory {} MiB",
         elapsed.as_secs_f64(),
         last_body as f64 / 1e6,
         rows,
+        stored_bytes as f64 / 1e6,
+        stored_bytes as f64 / 1e6 * 1_000.0 / calls as f64,
         rss.map_or("unknown".to_string(), |rss| rss.to_string()),
     ));
     assert!(compactions >= 1, "the proxy compacted");
