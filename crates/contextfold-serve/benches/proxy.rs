@@ -25,8 +25,11 @@
 //!   conversations at once.
 //!
 //! Run: `cargo bench -p contextfold-serve --bench proxy` (about a minute), `-- latency` for
-//! the latency alone, `-- memory` for the memory alone, `-- stores` for the stores alone, or `-- profile` for the CPU time
-//! of next calls, direct and through the proxy (also to run under a profiler). Everything runs in this process on 127.0.0.1: the client, the
+//! the latency alone, `-- memory` for the memory alone, `-- memory-long` for two
+//! conversations of 100,000 messages (about 53 MB a request) without the shared caches,
+//! `-- stores` for the stores alone, or `-- profile` for the CPU time of next calls, direct
+//! and through the proxy (also to run under a profiler). Everything runs in this process on
+//! 127.0.0.1: the client, the
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
@@ -92,6 +95,10 @@ fn main() {
         }
         if std::env::args().any(|arg| arg == "profile") {
             profile(&upstream).await;
+            return;
+        }
+        if std::env::args().any(|arg| arg == "memory-long") {
+            memory_compacted(&upstream, 100_000, 2, Caches::Off).await;
             return;
         }
         if std::env::args().any(|arg| arg == "memory") {

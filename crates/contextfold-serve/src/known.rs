@@ -38,13 +38,31 @@ const STRETCH: usize = 64 * 1024;
 #[cfg(test)]
 const STRETCH: usize = 24;
 
-/// An entry of a known list: where it lies, from the list's `[`, and its key.
+/// An entry of a known list: where it lies, from the list's `[`, and its text's hash (its
+/// key's length is its span's). Sixteen bytes, kept for every message of every conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KnownEntry {
-    /// Its start and end.
-    pub span: (usize, usize),
+    start: u32,
+    end: u32,
+    hash: u64,
+}
+
+impl KnownEntry {
+    /// The entry at `span` whose text has `key`; `None` past 4 GiB from the list's start.
+    pub fn new(span: (usize, usize), key: EntryKey) -> Option<KnownEntry> {
+        debug_assert_eq!(span.1 - span.0, key.1, "a key's length is its text's");
+        Some(KnownEntry { start: u32::try_from(span.0).ok()?, end: u32::try_from(span.1).ok()?, hash: key.0 })
+    }
+
+    /// Its start and end, from the list's `[`.
+    pub fn span(&self) -> (usize, usize) {
+        (self.start as usize, self.end as usize)
+    }
+
     /// Its text's key.
-    pub key: EntryKey,
+    pub fn key(&self) -> EntryKey {
+        (self.hash, self.end.saturating_sub(self.start) as usize)
+    }
 }
 
 /// The bytes of a known list from where the stretch before ends (or the list's `[`) to where
@@ -89,7 +107,7 @@ impl KnownList {
         let (mut next, mut from) = (stretches.last().map_or(0, |last| last.next), end(&stretches));
         while next + 1 < entries.len() {
             next += 1;
-            let to = entries[next].span.0;
+            let to = entries[next].span().0;
             if to - from >= STRETCH || next + 1 == entries.len() {
                 stretches.push(Stretch { next, hash: hash_bytes(list.get(from..to).unwrap_or_default()) });
                 from = to;
@@ -110,7 +128,7 @@ impl KnownList {
         let mut shared = Shared { entries: 0, stretches: 0, list: self.clone() };
         let mut from = 0;
         for stretch in &self.stretches {
-            let to = self.entries[stretch.next].span.0;
+            let to = self.entries[stretch.next].span().0;
             // As for an entry, the next one must start where it did.
             let starts = list.get(to).is_some_and(opens_value);
             if starts && list.get(from..to).is_some_and(|bytes| hash_bytes(bytes) == stretch.hash) {
@@ -130,12 +148,13 @@ impl KnownList {
     /// the first, the list's opening), the bytes before them being as they were.
     fn entry_repeats(&self, list: &[u8], index: usize) -> bool {
         let entry = self.entries[index];
-        let opened = index > 0 || list.get(..entry.span.0).is_some_and(|gap| is_gap(gap, b'['));
+        let (start, end) = entry.span();
+        let opened = index > 0 || list.get(..start).is_some_and(|gap| is_gap(gap, b'['));
         let next = entry_start(&self.entries, index + 1);
         // The separator ends where the next entry starts, as a scan would find it.
-        let after = list.get(entry.span.1..next).filter(|_| list.get(next).is_some_and(opens_value));
-        let text = list.get(entry.span.0..entry.span.1);
-        opened && after.is_some_and(|gap| is_gap(gap, b',')) && text.is_some_and(|text| bytes_key(text) == entry.key)
+        let after = list.get(end..next).filter(|_| list.get(next).is_some_and(opens_value));
+        let text = list.get(start..end);
+        opened && after.is_some_and(|gap| is_gap(gap, b',')) && text.is_some_and(|text| bytes_key(text) == entry.key())
     }
 
     /// The bytes it holds.
@@ -147,7 +166,7 @@ impl KnownList {
 
 /// Where entry `index` starts (0 for none).
 fn entry_start(entries: &[KnownEntry], index: usize) -> usize {
-    entries.get(index).map_or(0, |entry| entry.span.0)
+    entries.get(index).map_or(0, |entry| entry.span().0)
 }
 
 /// Whether `gap` is JSON whitespace around exactly one `mark` (`[` opening a list, `,`
@@ -209,7 +228,7 @@ mod tests {
         let mut entries = Vec::new();
         for (index, text) in texts.iter().enumerate() {
             out.push_str(gaps.get(index).copied().unwrap_or(if index == 0 { "" } else { "," }));
-            entries.push(KnownEntry { span: (out.len(), out.len() + text.len()), key: entry_key(text) });
+            entries.push(KnownEntry::new((out.len(), out.len() + text.len()), entry_key(text)).unwrap());
             out.push_str(text);
         }
         out.push(']');
@@ -223,6 +242,15 @@ mod tests {
     fn known(texts: &[&str], gaps: &[&str]) -> Arc<KnownList> {
         let (bytes, entries) = list(texts, gaps);
         Arc::new(KnownList::new(bytes.as_bytes(), entries, None))
+    }
+
+    #[test]
+    fn an_entry_takes_sixteen_bytes_and_one_past_four_gib_is_not_kept() {
+        assert_eq!(std::mem::size_of::<KnownEntry>(), 16);
+        let entry = KnownEntry::new((3, 10), (42, 7)).unwrap();
+        assert_eq!((entry.span(), entry.key()), ((3, 10), (42, 7)));
+        let far = u32::MAX as usize + 1;
+        assert_eq!(KnownEntry::new((far, far + 2), (1, 2)), None);
     }
 
     #[test]

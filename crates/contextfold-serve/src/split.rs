@@ -122,9 +122,10 @@ fn array_at<'a>(
         let spans = prior.entries();
         if shared.entries > 0 {
             for entry in &spans[..shared.entries] {
-                entries.push(text.get(start + entry.span.0..start + entry.span.1)?);
+                let (from, to) = entry.span();
+                entries.push(text.get(start + from..start + to)?);
             }
-            at = start + spans[shared.entries].span.0;
+            at = start + spans[shared.entries].span().0;
             same = Some(shared);
         }
     }

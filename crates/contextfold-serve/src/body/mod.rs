@@ -119,18 +119,20 @@ impl<'a> RequestBody<'a> {
     }
 
     /// The list as a [`KnownList`], for the next request that repeats it; `None` for an
-    /// empty list.
+    /// empty list, or one longer than a known list's offsets reach (4 GiB).
     pub fn known_list(&self) -> Option<KnownList> {
         if self.messages.is_empty() {
             return None;
         }
         let (start, end) = self.span;
         let from_start = |entry: &str| entry.as_ptr() as usize - self.text.as_ptr() as usize - start;
-        let entries = self.messages.iter().zip(&self.keys);
-        let entries =
-            entries.map(|(entry, &key)| KnownEntry { span: (from_start(entry), from_start(entry) + entry.len()), key });
+        // Sized exactly: a conversation keeps it until its next request.
+        let mut entries = Vec::with_capacity(self.messages.len());
+        for (entry, &key) in self.messages.iter().zip(&self.keys) {
+            entries.push(KnownEntry::new((from_start(entry), from_start(entry) + entry.len()), key)?);
+        }
         let list = self.text.as_bytes().get(start..end).unwrap_or_default();
-        Some(KnownList::new(list, entries.collect(), self.shared.as_ref()))
+        Some(KnownList::new(list, entries, self.shared.as_ref()))
     }
 
     /// The body with the list replaced by `messages_json` and every other byte kept.
@@ -259,7 +261,7 @@ fn split<'a>(
     let known = object.known.as_ref().map_or(0, |shared| shared.entries);
     // The keys of the known entries are the known list's; only the others are hashed.
     let shared = object.known.as_ref().map_or(&[][..], |shared| &shared.list.entries()[..known]);
-    let keys = shared.iter().map(|entry| entry.key);
+    let keys = shared.iter().map(|entry| entry.key());
     let keys = keys.chain(object.entries[known..].iter().map(|entry| entry_key(entry))).collect();
     let span = (start, start + object.list.len());
     let body = RequestBody { text, fields, messages: object.entries, keys, span, shared: object.known };
