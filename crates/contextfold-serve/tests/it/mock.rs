@@ -232,6 +232,23 @@ impl Mock {
         self.requests().into_iter().filter(|request| request.uri.split('?').next() == Some(path)).collect()
     }
 
+    /// Lets go of the body of the last request received (its validation is kept), so that a
+    /// long run holds only what it asserts on.
+    pub fn forget_last_body(&self) {
+        let mut recorded = self.inner.recorded.lock().unwrap();
+        if let Some(last) = recorded.last_mut() {
+            let forgotten = Recorded {
+                method: last.method.clone(),
+                uri: last.uri.clone(),
+                headers: last.headers.clone(),
+                body: Bytes::new(),
+                problems: last.problems.clone(),
+                outcome: Mutex::new(last.outcome()),
+            };
+            *last = Arc::new(forgotten);
+        }
+    }
+
     /// Asserts that every Messages request received passes `validate`; returns how many.
     pub fn assert_all_valid(&self) -> usize {
         Mock::assert_valid(self.messages_requests())
