@@ -26,7 +26,10 @@ impl Received {
     /// `Content-Length`, which sizes the buffer once.
     pub async fn read(mut body: Body, limit: usize, declared: Option<u64>) -> Result<Received, ProxyError> {
         let capacity = declared.map_or(0, |length| usize::try_from(length).unwrap_or(limit).min(limit));
-        let mut bytes = Vec::with_capacity(capacity);
+        let mut bytes = Vec::new();
+        // A declared length the system will not reserve (a client may declare what it never
+        // sends) is grown into as the bytes arrive instead.
+        let _ = bytes.try_reserve_exact(capacity);
         let mut check = Utf8Check::default();
         while let Some(frame) = body.frame().await {
             let frame =
@@ -157,12 +160,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_in_pieces_is_read_whole_and_one_past_the_limit_is_refused() {
+    async fn pieces_are_read_whole_up_to_the_limit_whatever_length_is_declared() {
         let pieces = ["{\"a\":\"caf", "\u{e9}", "\"}"].map(|piece| Bytes::from_static(piece.as_bytes()));
         let body = || Body::from_stream(futures_util::stream::iter(pieces.clone().map(Ok::<_, std::io::Error>)));
         let received = Received::read(body(), 64, None).await.unwrap();
         assert_eq!(received.text(), Ok("{\"a\":\"caf\u{e9}\"}"));
         assert_eq!(Received::read(body(), 12, Some(12)).await.unwrap_err().status, 413);
         assert_eq!(Received::read(body(), 13, Some(13)).await.unwrap().bytes().len(), 13);
+        // A length declared past what can be reserved is read as the bytes come.
+        assert_eq!(Received::read(body(), usize::MAX, Some(u64::MAX)).await.unwrap().bytes().len(), 13);
     }
 }
