@@ -16,10 +16,14 @@
 //! Everything runs in this process on 127.0.0.1. The bodies are written before the clock
 //! runs.
 
+#[path = "support/measure.rs"]
+mod measure;
+
 use bytes::Bytes;
 use contextfold::compactor::Compactor;
 use contextfold_core::tokens::Tokenizer;
 use contextfold_serve::{Proxy, ServeConfig};
+use measure::{cpu_time, percentiles};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -212,6 +216,8 @@ async fn profile(proxy: &str) {
     // The messages array's text grows by appending, so writing a body is one copy of it.
     let (mut joined, mut steps) =
         (json!({"role": "user", "content": "[conversation 20] port the parser"}).to_string(), 0);
+    let empty = body(&[]);
+    let (head, tail) = std::str::from_utf8(&empty).expect("JSON").split_once("[]").expect("a messages array");
     let mut bodies = Vec::new();
     while bodies.len() < PROFILED {
         for message in step(20, steps) {
@@ -220,8 +226,6 @@ async fn profile(proxy: &str) {
         }
         steps += 1;
         if joined.len() >= 20_000_000 {
-            let empty = body(&[]);
-            let (head, tail) = std::str::from_utf8(&empty).expect("JSON").split_once("[]").expect("a messages array");
             // Sized exactly, as a body the client read in would be.
             let mut body = String::with_capacity(head.len() + joined.len() + tail.len() + 2);
             for part in [head, "[", &joined, "]", tail] {
@@ -242,24 +246,4 @@ async fn profile(proxy: &str) {
         started.elapsed().as_secs_f64() * 1e3 / calls,
         (cpu_time() - before).as_secs_f64() * 1e3 / calls
     );
-}
-
-/// p50 and p99 of `samples`, in milliseconds.
-fn percentiles(samples: &mut [f64]) -> (f64, f64) {
-    if samples.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    samples.sort_by(f64::total_cmp);
-    let at = |share: f64| samples[((samples.len() - 1) as f64 * share).round() as usize];
-    (at(0.5), at(0.99))
-}
-
-/// The CPU time this process has used, all threads, to the nanosecond the kernel accounts.
-fn cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec for the call to write.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }

@@ -33,6 +33,9 @@
 //! proxies (two replicas are two proxies with a store each) and the upstream share the
 //! machine.
 
+#[path = "support/measure.rs"]
+mod measure;
+
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -41,6 +44,7 @@ use contextfold::compactor::Compactor;
 use contextfold::store::StoreLocation;
 use contextfold_core::tokens::Tokenizer;
 use contextfold_serve::{Proxy, ServeConfig};
+use measure::{cpu_time, percentiles};
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
@@ -276,13 +280,6 @@ async fn call(client: &reqwest::Client, base: &str, id: usize, body: String, str
     (started.elapsed(), first.unwrap_or_default())
 }
 
-/// p50 and p99 of `samples`, in milliseconds.
-fn percentiles(samples: &mut [f64]) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    let at = |share: f64| samples[((samples.len() - 1) as f64 * share).round() as usize];
-    (at(0.5), at(0.99))
-}
-
 fn report(what: &str, direct: &mut [f64], proxied: &mut [f64]) {
     let mut added: Vec<f64> = proxied.iter().zip(direct.iter()).map(|(p, d)| p - d).collect();
     let (d50, d99) = percentiles(direct);
@@ -401,16 +398,6 @@ fn with_large_preamble(body: &str, call: usize) -> String {
         {"type": "text", "text": format!("x-anthropic-billing-header: cc_version=2.1; cch={call:05x};")},
         {"type": "text", "text": line.repeat(160), "cache_control": {"type": "ephemeral"}}]);
     body.to_string()
-}
-
-/// The CPU time this process has used, all threads, from `/proc/self/stat` (in clock ticks
-/// of 10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The fields after the command name (which may hold spaces) start after its `)`.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let ticks: u64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<u64>().ok()).sum();
-    Duration::from_millis(ticks * 10)
 }
 
 async fn throughput(upstream: &str, window: Option<u64>, what: &str) {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 
 /// A request body and, when its bytes are UTF-8, its text.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Received {
     bytes: Bytes,
     /// `Ok` when every byte was checked to be UTF-8; else the offset of the first byte that
