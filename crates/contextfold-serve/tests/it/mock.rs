@@ -288,6 +288,20 @@ impl Drop for Watch {
     }
 }
 
+/// `headers` in allocations of their own. The server's values are slices of its read buffer,
+/// which holds the first hundreds of KB of a large body: kept for every request of a long
+/// run, they would keep all of those buffers.
+fn owned(headers: HeaderMap) -> HeaderMap {
+    let mut copied = HeaderMap::with_capacity(headers.len());
+    for (name, value) in &headers {
+        let mut copy = HeaderValue::from_bytes(value.as_bytes()).expect("a header value is still one");
+        copy.set_sensitive(value.is_sensitive());
+        let name = HeaderName::from_bytes(name.as_str().as_bytes()).expect("a header name is still one");
+        copied.append(name, copy);
+    }
+    copied
+}
+
 async fn handle(
     axum::extract::State(inner): axum::extract::State<Arc<Inner>>,
     request: axum::extract::Request,
@@ -300,7 +314,7 @@ async fn handle(
     let recorded = Arc::new(Recorded {
         method: parts.method,
         uri,
-        headers: parts.headers,
+        headers: owned(parts.headers),
         body,
         problems,
         outcome: Mutex::new(Outcome::Sending),
