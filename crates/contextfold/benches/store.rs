@@ -11,7 +11,7 @@
 //!   all refs (direct and through the recall tool) are measured once and printed;
 //! - `search`: full-text queries over every session, and within one (p50/p99 printed too).
 
-use contextfold::compactor::{CompactConfig, Compactor, Target};
+use contextfold::compactor::{CompactConfig, Compactor, Target, Undersized};
 use contextfold::core::{Conversation, Message};
 use contextfold::store::{handle_recall, Payload, SessionStore, SqliteStore, Summary};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -61,7 +61,9 @@ struct Kept {
 
 fn compactions(sessions: &[(String, Conversation)]) -> Vec<Kept> {
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
-    let config = CompactConfig { target: Target::Budget(8_000), ..CompactConfig::default() };
+    // A session whose newest turn alone is over the budget is compacted to what it needs.
+    let config =
+        CompactConfig { target: Target::Budget(8_000), undersized: Undersized::Raise, ..CompactConfig::default() };
     sessions
         .iter()
         .map(|(name, conversation)| {

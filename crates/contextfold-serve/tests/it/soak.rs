@@ -19,8 +19,8 @@
 use crate::common::{client, config, notice, proxy};
 use crate::mock::{canned, Mock, Recorded, Reply};
 use crate::stored::scratch;
-use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
 use bytes::Bytes;
+use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -324,6 +324,9 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
         messages.iter().map(|message| strip_breakpoints(message.clone())).collect()
     };
     assert!(plain(&exported) == plain(sent), "the export is the client's last history");
+    // An early output, evicted long ago, is found once (as the payload its ref recalls).
+    let found = store.search(Some(&sessions[0].id), "toolu_00005 line 3", 10).expect("search");
+    assert_eq!(found.len(), 1, "one hit per stored text: {found:?}");
 
     // The store's size on disk, its write-ahead log included.
     let stored_bytes: u64 = ["store.db", "store.db-wal"]

@@ -248,6 +248,10 @@ impl SessionStore for MemoryStore {
         Ok(sessions.len() != before)
     }
 
+    fn message_json(&self, session: &str, position: usize) -> Result<Option<Value>, StoreError> {
+        Ok(find(&mut self.lock(), session)?.messages.get(position).map(|(message, _)| message.to_value()))
+    }
+
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         let mut hits = Vec::new();
@@ -267,7 +271,7 @@ impl SessionStore for MemoryStore {
                 }
             }
         }
-        hits.truncate(limit);
-        Ok(hits)
+        // Unranked: every match is a candidate.
+        super::hits::one_per_text(self, hits, limit)
     }
 }

@@ -13,6 +13,7 @@
 
 mod codec;
 mod error;
+mod hits;
 mod location;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -159,7 +160,7 @@ pub struct Appended {
 }
 
 /// Where a search hit is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HitLocation {
     /// A message, by its sequence number (its position in the stored history).
     Message(usize),
@@ -268,8 +269,15 @@ pub trait SessionStore: Send + Sync {
     /// whether it existed.
     fn delete_session(&self, session: &str) -> Result<bool, StoreError>;
 
+    /// The stored message at `position` of the session's history, as JSON; `None` past its
+    /// end.
+    fn message_json(&self, session: &str, position: usize) -> Result<Option<Value>, StoreError> {
+        Ok(self.export(session)?.get(position).map(Message::to_value))
+    }
+
     /// Messages and payloads matching the words of `query` (all of them, any case), in one
-    /// session or all, at most `limit`.
+    /// session or all, at most `limit`, best first. Each stored text is one hit: a payload
+    /// found in the message it was removed from too is found once, as the payload.
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError>;
 }
 

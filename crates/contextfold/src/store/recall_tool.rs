@@ -261,7 +261,7 @@ fn recall_query(store: &dyn SessionStore, session: &str, query: &str, page: usiz
     };
     let query = clip_chars(query, 200);
     let more = if hits.len() == MAX_HITS { " (the first ones; narrow the query for others)" } else { "" };
-    let mut out = format!("{} matches for \"{query}\"{more}", hits.len());
+    let mut out = format!("{} for \"{query}\"{more}", matches(hits.len()));
     if pages > 1 {
         out.push_str(&format!(" [page {page}/{pages}"));
         if page < pages {
@@ -430,7 +430,7 @@ pub fn search_answer(
     if hits.is_empty() {
         return RecallOutput::ok(format!("no matches for \"{query}\""));
     }
-    let mut out = format!("{} matches for \"{query}\", newest first:\n", hits.len());
+    let mut out = format!("{} for \"{query}\", newest first:\n", matches(hits.len()));
     for hit in &hits {
         let line = hit_line(hit, Some(&hit.session), hint);
         if out.chars().count() + line.chars().count() > MAX_RECALL_CHARS {
@@ -485,6 +485,15 @@ fn pages(text: &str) -> Vec<Range<usize>> {
         };
         pages.push(start..start + end);
         start += end;
+    }
+}
+
+/// "1 match", "2 matches".
+fn matches(count: usize) -> String {
+    if count == 1 {
+        "1 match".to_string()
+    } else {
+        format!("{count} matches")
     }
 }
 

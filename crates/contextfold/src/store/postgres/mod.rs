@@ -22,7 +22,7 @@ pub(in crate::store) use pool::describe;
 pub(in crate::store) use pool::Failure;
 
 use super::{
-    compaction_writes, decode_json, encode_json, message_from_stored, new_session_id, now_secs, Appended, At,
+    compaction_writes, decode_json, encode_json, hits, message_from_stored, new_session_id, now_secs, Appended, At,
     CompactionWrite, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
@@ -31,6 +31,7 @@ use contextfold_core::Message;
 use deadpool_postgres::Pool;
 use pool::Mode;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::time::Duration;
 use writes::{
     append_in, lock_session, put_call_in, put_payload_in, put_report_in, put_summary_in, session_exists, to_i64,
@@ -324,45 +325,97 @@ impl SessionStore for PostgresStore {
         })
     }
 
+    fn message_json(&self, session: &str, position: usize) -> Result<Option<Value>, StoreError> {
+        let Ok(position) = i32::try_from(position) else { return Ok(None) };
+        let json: Option<String> = self.read(async |client| {
+            let statement =
+                client.prepare_cached("SELECT json FROM contextfold.messages WHERE session = $1 AND seq = $2").await?;
+            Ok(client.query_opt(&statement, &[&session, &position]).await?.map(|row| row.get(0)))
+        })?;
+        json.map(|json| decode_json(&json, &format!("message {position}"))).transpose()
+    }
+
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let Some(query) = search::websearch_query(query).filter(|_| limit > 0) else {
             return Ok(Vec::new());
         };
+        // Ranked and merged first, so that headlines are made only for the hits returned.
+        let candidates = self.search_candidates(session, &query, hits::candidates(limit))?;
+        let ids: HashMap<(String, HitLocation), i64> =
+            candidates.iter().map(|(id, hit)| ((hit.session.clone(), hit.location.clone()), *id)).collect();
+        let hits = hits::one_per_text(self, candidates.into_iter().map(|(_, hit)| hit).collect(), limit)?;
+        let chosen: Vec<i64> =
+            hits.iter().filter_map(|hit| ids.get(&(hit.session.clone(), hit.location.clone())).copied()).collect();
+        let mut headlines = self.headlines(&query, &chosen)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| {
+                let id = ids.get(&(hit.session.clone(), hit.location.clone()));
+                Hit { snippet: id.and_then(|id| headlines.remove(id)).unwrap_or_default(), ..hit }
+            })
+            .collect())
+    }
+}
+
+impl PostgresStore {
+    /// The index's best `limit` matches of web-search query `query`, each with the id of its
+    /// best chunk and no snippet yet.
+    fn search_candidates(
+        &self,
+        session: Option<&str>,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<(i64, Hit)>, StoreError> {
         let limit = to_i64(limit as u64);
-        let options = search::headline_options();
-        // The best chunk of each message or payload, the best first; headlines only for those
-        // returned. A statement of its own for one session, so its plan can use the session's
-        // index.
+        // The best chunk of each message or payload, the best first. A statement of its own
+        // for one session, so its plan can use the session's index.
         let within = if session.is_some() { "session = $2" } else { "$2::text IS NULL" };
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached(&format!(
                     "WITH query AS (SELECT websearch_to_tsquery('simple', $1) AS words), \
                          best AS ( \
-                           SELECT DISTINCT ON (session, kind, key) id, session, kind, key, body, \
+                           SELECT DISTINCT ON (session, kind, key) id, session, kind, key, \
                            ts_rank(tsv, words) AS rank \
                            FROM contextfold.search, query \
                            WHERE tsv @@ words AND {within} \
-                           ORDER BY session, kind, key, rank DESC, id), \
-                         top AS (SELECT * FROM best ORDER BY rank DESC, id LIMIT $3) \
-                         SELECT session, kind, key, body, ts_headline('simple', {}, words, $4) \
-                         FROM top, query ORDER BY rank DESC, id",
-                    search::WORDS
+                           ORDER BY session, kind, key, rank DESC, id) \
+                     SELECT id, session, kind, key FROM best ORDER BY rank DESC, id LIMIT $3"
                 ))
                 .await?;
-            Ok(client.query(&statement, &[&query, &session, &limit, &options]).await?)
+            Ok(client.query(&statement, &[&query, &session, &limit]).await?)
         })?;
         Ok(rows
             .iter()
             .map(|row| {
-                let (kind, key): (&str, String) = (row.get(1), row.get(2));
+                let (kind, key): (&str, String) = (row.get(2), row.get(3));
                 let location = if kind == "message" {
                     HitLocation::Message(key.parse().unwrap_or(usize::MAX))
                 } else {
                     HitLocation::Payload(key)
                 };
-                Hit { session: row.get(0), location, snippet: search::snippet(row.get(4), row.get(3)) }
+                (row.get(0), Hit { session: row.get(1), location, snippet: String::new() })
             })
             .collect())
+    }
+
+    /// The snippets of chunks `ids` for web-search query `query`, by id.
+    fn headlines(&self, query: &str, ids: &[i64]) -> Result<HashMap<i64, String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let options = search::headline_options();
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached(&format!(
+                    "WITH query AS (SELECT websearch_to_tsquery('simple', $1) AS words) \
+                     SELECT id, body, ts_headline('simple', {}, words, $3) \
+                     FROM contextfold.search, query WHERE id = ANY($2)",
+                    search::WORDS
+                ))
+                .await?;
+            Ok(client.query(&statement, &[&query, &ids, &options]).await?)
+        })?;
+        Ok(rows.iter().map(|row| (row.get(0), search::snippet(row.get(2), row.get(1)))).collect())
     }
 }

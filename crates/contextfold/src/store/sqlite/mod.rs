@@ -17,7 +17,7 @@ mod shm;
 mod writes;
 
 use super::{
-    compaction_writes, decode_json, encode_json, message_from_stored, new_session_id, now_secs, Appended, At,
+    compaction_writes, decode_json, encode_json, hits, message_from_stored, new_session_id, now_secs, Appended, At,
     CompactionWrite, Hit, HitLocation, Payload, SessionId, SessionInfo, SessionStore, StoreError, Summary,
 };
 use crate::summarize::Usage;
@@ -416,10 +416,30 @@ impl SessionStore for SqliteStore {
         })
     }
 
+    fn message_json(&self, session: &str, position: usize) -> Result<Option<Value>, StoreError> {
+        let Ok(position) = i64::try_from(position) else { return Ok(None) };
+        let json: Option<String> = self
+            .lock()
+            .query_row("SELECT json FROM messages WHERE session = ?1 AND seq = ?2", params![session, position], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(|err| self.sql(err))?;
+        json.map(|json| decode_json(&json, &format!("message {position}"))).transpose()
+    }
+
     fn search(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let Some(query) = fts_query(query, session).filter(|_| limit > 0) else {
             return Ok(Vec::new());
         };
+        let candidates = self.search_candidates(session, &query, hits::candidates(limit))?;
+        hits::one_per_text(self, candidates, limit)
+    }
+}
+
+impl SqliteStore {
+    /// The index's best `limit` matches of FTS query `query`.
+    fn search_candidates(&self, session: Option<&str>, query: &str, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let connection = self.lock();
         let sql = |err| self.sql(err);
         let mut statement = connection

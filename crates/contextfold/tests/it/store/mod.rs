@@ -176,6 +176,54 @@ fn search_and_delete(backend: &Backend) {
 }
 
 /// Floats, nested JSON and odd strings come back exactly; a failed compaction stores nothing.
+/// An output removed from a message is stored twice, in the log and as a payload, and found
+/// once: as the payload, at the better rank of the two; a session without the payload keeps
+/// its own hit.
+fn a_removed_output_is_found_once(backend: &Backend) {
+    let store = &*backend.open();
+    let output = "the wombat build failed at step nine";
+    let history = Conversation::from_value(json!([
+        {"role": "user", "content": "build it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
+        {"role": "assistant", "content": "The wombat build is next."}
+    ]))
+    .expect("a conversation")
+    .messages;
+    let session = store.create_session("removed").expect("create");
+    let other = store.create_session("kept").expect("create");
+    store.append_messages(&session, &history).expect("append");
+    store.append_messages(&other, &history).expect("append");
+    let payload = Payload {
+        reference: "cf-wombat".into(),
+        session: session.clone(),
+        tool: "Bash".into(),
+        kind: "shell".into(),
+        target: Some("make".into()),
+        tokens: 9,
+        // The compactor's index, not the log's: the text is what tells.
+        message: 0,
+        block: 0,
+        payload: json!(output),
+    };
+    store.put_payload(&payload).expect("put");
+
+    let hits = store.search(Some(&session), "wombat", 10).expect("search");
+    let locations: Vec<&HitLocation> = hits.iter().map(|hit| &hit.location).collect();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(locations.contains(&&HitLocation::Payload("cf-wombat".into())), "{hits:?}");
+    assert!(locations.contains(&&HitLocation::Message(3)), "{hits:?}");
+    assert_eq!(store.search(Some(&session), "failed nine", 10).expect("search").len(), 1);
+    assert_eq!(store.search(Some(&session), "wombat", 1).expect("search").len(), 1);
+
+    let everywhere = store.search(None, "failed nine", 10).expect("search");
+    assert_eq!(everywhere.len(), 2, "{everywhere:?}");
+    assert!(everywhere.iter().any(|hit| hit.session == other && hit.location == HitLocation::Message(2)));
+    assert!(everywhere
+        .iter()
+        .any(|hit| hit.session == session && hit.location == HitLocation::Payload("cf-wombat".into())));
+}
+
 fn exact_and_atomic(backend: &Backend) {
     let store = &*backend.open();
     let session = store.create_session("exact").expect("create");
@@ -561,6 +609,7 @@ every_store! {
     super::example_round_trip => example_round_trip,
     super::dedup => dedup,
     super::search_and_delete => search_and_delete,
+    super::a_removed_output_is_found_once => a_removed_output_is_found_once,
     super::exact_and_atomic => exact_and_atomic,
     super::meta => meta,
     super::calls => calls,
