@@ -2,21 +2,38 @@
 //! session's log, inside the message it came from, and as the payload its ref recalls. A
 //! search finds it in both; the payload's hit stands for the two, since its ref is what the
 //! model's pointer names and what `recall` returns whole.
+//!
+//! The two are merged when the search reads both; a payload ranked far below the message that
+//! held it (past the matches read for the limit) leaves that message a hit of its own.
 
 use super::{Hit, HitLocation, SessionStore, StoreError};
 use serde_json::Value;
 
-/// How many of the index's best matches a search reads for `limit` hits: each payload's hit
-/// can stand for a message's, so twice as many leave `limit` once merged (unless one text is
-/// in several messages).
-pub(crate) fn candidates(limit: usize) -> usize {
-    limit.saturating_mul(2)
+/// The best `limit` hits, each stored text once, from `fetch(n)`: the index's best `n`
+/// matches, best first. Twice `limit` are read, as each payload's hit can stand for a
+/// message's; when merging still leaves fewer (one text in many messages), twice as many
+/// again, until `limit` are left or every match was read.
+pub(crate) fn search(
+    store: &dyn SessionStore,
+    limit: usize,
+    mut fetch: impl FnMut(usize) -> Result<Vec<Hit>, StoreError>,
+) -> Result<Vec<Hit>, StoreError> {
+    let mut count = limit.saturating_mul(2);
+    loop {
+        let found = fetch(count)?;
+        let every_match = found.len() < count;
+        let hits = one_per_text(store, found, limit)?;
+        if every_match || hits.len() == limit || count == usize::MAX {
+            return Ok(hits);
+        }
+        count = count.saturating_mul(2);
+    }
 }
 
 /// `hits` (best first) with each message hit that holds the text of a payload hit of the same
 /// session merged into it: the payload's hit is kept, at the better rank of the two. At most
 /// `limit`.
-pub(crate) fn one_per_text(store: &dyn SessionStore, hits: Vec<Hit>, limit: usize) -> Result<Vec<Hit>, StoreError> {
+fn one_per_text(store: &dyn SessionStore, hits: Vec<Hit>, limit: usize) -> Result<Vec<Hit>, StoreError> {
     let mut payloads: Vec<(usize, Value)> = Vec::new();
     for (rank, hit) in hits.iter().enumerate() {
         if let HitLocation::Payload(reference) = &hit.location {

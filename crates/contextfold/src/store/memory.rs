@@ -271,7 +271,6 @@ impl SessionStore for MemoryStore {
                 }
             }
         }
-        // Unranked: every match is a candidate.
-        super::hits::one_per_text(self, hits, limit)
+        super::hits::search(self, limit, |count| Ok(hits.iter().take(count).cloned().collect()))
     }
 }

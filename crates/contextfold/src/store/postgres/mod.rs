@@ -340,10 +340,12 @@ impl SessionStore for PostgresStore {
             return Ok(Vec::new());
         };
         // Ranked and merged first, so that headlines are made only for the hits returned.
-        let candidates = self.search_candidates(session, &query, hits::candidates(limit))?;
-        let ids: HashMap<(String, HitLocation), i64> =
-            candidates.iter().map(|(id, hit)| ((hit.session.clone(), hit.location.clone()), *id)).collect();
-        let hits = hits::one_per_text(self, candidates.into_iter().map(|(_, hit)| hit).collect(), limit)?;
+        let mut ids: HashMap<(String, HitLocation), i64> = HashMap::new();
+        let hits = hits::search(self, limit, |count| {
+            let candidates = self.search_candidates(session, &query, count)?;
+            ids.extend(candidates.iter().map(|(id, hit)| ((hit.session.clone(), hit.location.clone()), *id)));
+            Ok(candidates.into_iter().map(|(_, hit)| hit).collect())
+        })?;
         let chosen: Vec<i64> =
             hits.iter().filter_map(|hit| ids.get(&(hit.session.clone(), hit.location.clone())).copied()).collect();
         let mut headlines = self.headlines(&query, &chosen)?;

@@ -432,8 +432,7 @@ impl SessionStore for SqliteStore {
         let Some(query) = fts_query(query, session).filter(|_| limit > 0) else {
             return Ok(Vec::new());
         };
-        let candidates = self.search_candidates(session, &query, hits::candidates(limit))?;
-        hits::one_per_text(self, candidates, limit)
+        hits::search(self, limit, |count| self.search_candidates(session, &query, count))
     }
 }
 

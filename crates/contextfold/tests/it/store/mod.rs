@@ -7,6 +7,7 @@
 //! What only one store has (files, schemas, servers) is tested in its own module.
 
 mod backend;
+mod hits;
 mod log;
 mod persist;
 #[cfg(feature = "postgres")]
