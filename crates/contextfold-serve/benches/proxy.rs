@@ -29,9 +29,8 @@
 //! conversations of 100,000 messages (about 53 MB a request) without the shared caches,
 //! `-- stores` for the stores alone, or `-- profile` for the CPU time of next calls, direct
 //! and through the proxy (also to run under a profiler). Everything runs in this process on
-//! 127.0.0.1: the client, the
-//! proxies (two replicas are two proxies with a store each) and the upstream share the
-//! machine.
+//! 127.0.0.1: the client, the proxies (two replicas are two proxies with a store each) and the
+//! upstream share the machine.
 
 #[path = "support/measure.rs"]
 mod measure;

@@ -346,15 +346,13 @@ impl SessionStore for PostgresStore {
             ids.extend(candidates.iter().map(|(id, hit)| ((hit.session.clone(), hit.location.clone()), *id)));
             Ok(candidates.into_iter().map(|(_, hit)| hit).collect())
         })?;
-        let chosen: Vec<i64> =
-            hits.iter().filter_map(|hit| ids.get(&(hit.session.clone(), hit.location.clone())).copied()).collect();
-        let mut headlines = self.headlines(&query, &chosen)?;
+        let chosen: Vec<Option<i64>> =
+            hits.iter().map(|hit| ids.get(&(hit.session.clone(), hit.location.clone())).copied()).collect();
+        let mut headlines = self.headlines(&query, &chosen.iter().flatten().copied().collect::<Vec<_>>())?;
         Ok(hits
             .into_iter()
-            .map(|hit| {
-                let id = ids.get(&(hit.session.clone(), hit.location.clone()));
-                Hit { snippet: id.and_then(|id| headlines.remove(id)).unwrap_or_default(), ..hit }
-            })
+            .zip(chosen)
+            .map(|(hit, id)| Hit { snippet: id.and_then(|id| headlines.remove(&id)).unwrap_or_default(), ..hit })
             .collect())
     }
 }
