@@ -59,3 +59,33 @@ pub fn notice(text: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "notice: {text}");
 }
+
+/// Checks that each payload the compaction `reports` removed (their `items`, evicted, and
+/// `clipped`) names the block of the session's `log` (its messages' JSON) it came from: the
+/// block at its `message` and `block` holds the content whose ref (`ref_of`, the payload
+/// hash) it carries. Returns how many were checked.
+pub fn removed_blocks_are_in_the_log(
+    reports: &[serde_json::Value],
+    log: &[serde_json::Value],
+    ref_of: impl Fn(&serde_json::Value) -> String,
+) -> usize {
+    let mut checked = 0;
+    for report in reports {
+        let removed = ["items", "clipped"].into_iter().filter_map(|list| report[list].as_array()).flatten();
+        for item in removed {
+            let index = |field: &str| item[field].as_u64().and_then(|index| usize::try_from(index).ok());
+            let block = index("message")
+                .zip(index("block"))
+                .and_then(|(message, block)| log.get(message)?["content"].get(block));
+            let content =
+                block.map(|block| if block["type"] == "tool_use" { &block["input"] } else { &block["content"] });
+            assert_eq!(
+                content.map(&ref_of).as_deref(),
+                item["ref"].as_str(),
+                "the removed payload {item} is the log's block at its place"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}

@@ -20,7 +20,9 @@ use crate::common::{client, config, notice, proxy};
 use crate::mock::{canned, Mock, Recorded, Reply};
 use crate::stored::scratch;
 use bytes::Bytes;
+use contextfold::core::hash::payload_ref;
 use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
+use contextfold_test_support::removed_blocks_are_in_the_log;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -253,7 +255,9 @@ fn newest_output_whole(client: &Client, body: &[u8]) -> bool {
 
 /// Runs `calls` calls at `window` with outputs of `output` bytes, and checks the added
 /// latency's growth against `ratio_bound` and the resident memory against `rss_bound` MiB.
-async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f64, rss_bound: u64) {
+/// Returns how many payloads the compactions removed (each checked to name its place in the
+/// log).
+async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f64, rss_bound: u64) -> usize {
     let _alone = ONE_AT_A_TIME.lock().await;
     let dir = scratch(&format!("soak-{window}"));
     let path = dir.join("store.db");
@@ -332,6 +336,9 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
         messages.iter().map(|message| strip_breakpoints(message.clone())).collect()
     };
     assert!(plain(&exported) == plain(sent), "the export is the client's last history");
+    // Each removed payload is named by its place in the log: the block it came from.
+    let reports = store.reports(&sessions[0].id).expect("reports");
+    let placed = removed_blocks_are_in_the_log(&reports, &exported, payload_ref);
     // An early output, evicted long ago, is found once (as the payload its ref recalls).
     let found = store.search(Some(&sessions[0].id), "toolu_00005 line 3", 10).expect("search");
     assert_eq!(found.len(), 1, "one hit per stored text: {found:?}");
@@ -346,7 +353,7 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
     let ratio = late / early.max(0.05);
     notice(&format!(
         "soak at {window} tokens: {calls} calls in {:.0} s, {compactions} compactions, last client body {:.1} MB, \
-         {} stored rows ({:.1} MB stored, {:.2} MB per 1,000 calls); added latency (lower quartile) {early:.2} ms over the first {SAMPLE} calls, {late:.2} ms over the last \
+         {} stored rows, {placed} removed payloads in place ({:.1} MB stored, {:.2} MB per 1,000 calls); added latency (lower quartile) {early:.2} ms over the first {SAMPLE} calls, {late:.2} ms over the last \
          {SAMPLE} (ratio {ratio:.2}); resident memory {} MiB",
         elapsed.as_secs_f64(),
         last_body as f64 / 1e6,
@@ -360,6 +367,9 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
     if let Some(rss) = rss {
         assert!(rss <= rss_bound, "resident memory {rss} MiB is over {rss_bound} MiB");
     }
+    // The store is kept when a check fails, to look into.
+    let _ = std::fs::remove_dir_all(&dir);
+    placed
 }
 
 /// `message` without cache breakpoints (the client moves them from call to call).
@@ -388,5 +398,6 @@ async fn a_long_claude_code_session_at_30k_keeps_one_log_and_its_pace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a pace and memory measure: run alone, `cargo test -p contextfold-serve --test it -- --ignored --test-threads=1 soak::`"]
 async fn a_long_claude_code_session_at_200k_keeps_one_log_and_its_pace() {
-    soak(200_000, 2_000, (5_000, 20_000), 1.5, 512).await;
+    let removed = soak(200_000, 2_000, (5_000, 20_000), 1.5, 512).await;
+    assert!(removed > 0, "a long session at 200k evicts outputs");
 }

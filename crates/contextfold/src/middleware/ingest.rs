@@ -55,7 +55,7 @@ impl CompactionMiddleware {
             state.logged = 0;
             &read[..]
         };
-        let (added, store_error) = self.clip_ingested(new.to_vec(), state.working.len()).await;
+        let (added, store_error) = self.clip_ingested(new.to_vec(), history.len() - new.len()).await;
         state.turns_since += added.iter().filter(|message| message.role == Role::User && message.is_authored()).count();
         if !added.is_empty() {
             Arc::make_mut(&mut state.working).extend(added);
@@ -92,9 +92,9 @@ impl CompactionMiddleware {
         }
     }
 
-    /// `messages`, to follow `offset` messages of the working copy, with tool outputs over
-    /// `clip_on_ingest` clipped (unchanged when it is off), and why the store failed to keep
-    /// the full outputs, if it did.
+    /// `messages`, the caller's history from position `offset` on, with tool outputs over
+    /// `clip_on_ingest` clipped (unchanged when it is off; the full outputs are stored under
+    /// their place in the history), and why the store failed to keep them, if it did.
     pub(super) async fn clip_ingested(
         &self,
         messages: Vec<Message>,

@@ -24,6 +24,7 @@
 mod config;
 mod history;
 mod ingest;
+mod located;
 mod state;
 
 pub use config::{MiddlewareConfig, MiddlewareConfigBuilder, DEFAULT_TARGET};
@@ -274,7 +275,7 @@ impl CompactionMiddleware {
             Err(error) => return self.unread(&mut state, pending, error),
         };
         // Pending input is ingested too: a huge output never enters the request whole.
-        let (pending, clipped) = self.clip_ingested(pending.to_vec(), state.working.len()).await;
+        let (pending, clipped) = self.clip_ingested(pending.to_vec(), history.len()).await;
         let store_error = synced.or(clipped).map(PrepareError::Store);
         let pending_tokens = count_messages(counter, &pending);
         let estimate = self.fixed_tokens + state.ledger.total() + pending_tokens;
@@ -420,7 +421,13 @@ impl CompactionMiddleware {
                 state.full_summary = full_summary;
                 return (None, None);
             }
-            Ok(compacted) => self.compactor.persist(&originals, compacted).await,
+            Ok(mut compacted) => {
+                let (input, output) = (&conversation.messages, &compacted.conversation.messages);
+                if let Err(error) = located::locate_removed(state, input, output, &mut compacted.report, history) {
+                    tracing::warn!(error = %error, "contextfold could not place the removed payloads in the caller's history");
+                }
+                self.compactor.persist(&originals, compacted).await
+            }
             Err(err) => Err(err),
         };
         // A compaction the store could not keep is still sent: the caller's history has every

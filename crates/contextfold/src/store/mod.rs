@@ -67,9 +67,10 @@ pub struct Payload {
     pub target: Option<String>,
     /// Its tokens before it was removed.
     pub tokens: u64,
-    /// Index of its message in the compacted conversation's input.
+    /// Index of its message: in the caller's history, the session's log, when a middleware
+    /// (or the proxy) removed it; in the compacted conversation otherwise.
     pub message: usize,
-    /// Index of its block in that message.
+    /// Index of its block in that message, as the caller sent it.
     pub block: usize,
     /// The payload itself: a string or a block list, exactly as it was.
     pub payload: Value,

@@ -4,9 +4,11 @@
 
 use super::{runtime, Backend};
 use contextfold::compactor::Compactor;
+use contextfold::core::hash::payload_ref;
 use contextfold::core::{Conversation, Message, Role};
 use contextfold::middleware::{CompactionMiddleware, MiddlewareConfig};
 use contextfold::store::HitLocation;
+use contextfold_test_support::removed_blocks_are_in_the_log;
 use serde_json::{json, Value};
 
 fn text(role: Role, words: &str) -> Message {
@@ -101,6 +103,28 @@ pub(super) fn middleware_logs_each_message_once(backend: &Backend) {
         expected,
         "the latest history, breakpoints aside"
     );
-    assert_eq!(store.reports(&session).expect("reports").len(), compactions);
+    let reports = store.reports(&session).expect("reports");
+    assert_eq!(reports.len(), compactions);
+    removed_blocks_are_in_the_log(&reports, &exported.iter().map(Message::to_value).collect::<Vec<_>>(), payload_ref);
     assert_eq!(store.search(Some(&session), "build7", 50).expect("search").len(), 1, "one hit per stored text");
+}
+
+/// Outputs evicted over many compactions, most of them kept whole by an earlier one, are
+/// stored under their place in the log, as are the reports that name them.
+pub(super) fn removed_payloads_name_their_place_in_the_log(backend: &Backend) {
+    let store = backend.open();
+    let session = store.create_session("placed").expect("create");
+    let compactor = Compactor::default().with_store(store.clone(), session.clone()).with_session_log();
+    let middleware = CompactionMiddleware::new(compactor, MiddlewareConfig::new(16_000, 1_000));
+    let requests = calls(90);
+    let mut compactions = 0;
+    for history in &requests {
+        let prepared = runtime().block_on(middleware.prepare(history, &[]));
+        assert!(prepared.error.is_none(), "{:?}", prepared.error);
+        compactions += usize::from(prepared.event.is_some());
+    }
+    let reports = store.reports(&session).expect("reports");
+    let log: Vec<Value> = store.export(&session).expect("export").iter().map(Message::to_value).collect();
+    let placed = removed_blocks_are_in_the_log(&reports, &log, payload_ref);
+    assert!(compactions >= 3 && placed >= 40, "{placed} removed payloads in {compactions} compactions");
 }

@@ -627,4 +627,5 @@ every_store! {
     super::log::log_writes_from_a_position => log_writes_from_a_position,
     super::log::prune_deletes_what_was_not_written_since => prune_deletes_what_was_not_written_since,
     super::log::middleware_logs_each_message_once => middleware_logs_each_message_once,
+    super::log::removed_payloads_name_their_place_in_the_log => removed_payloads_name_their_place_in_the_log,
 }
