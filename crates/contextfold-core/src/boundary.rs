@@ -3,7 +3,12 @@
 //! A cut before message `i` is safe when the tail `messages[i..]` needs nothing from the
 //! head: no tool_result in the tail answers a tool_use in the head, no parallel batch is
 //! split (cuts fall between whole messages), and when the current tool loop carries signed
-//! thinking, that loop stays whole. Two kinds of cut qualify:
+//! thinking, the tail starts with a step that carries its own: a cut inside that loop falls
+//! before its first thinking-led assistant message, or before a later one that opens with
+//! its own thinking (interleaved thinking, one block per step). The provider asks that the
+//! last assistant turn start with its thinking; a summary before the tail makes the tail's
+//! first step that turn's start, and every step the tail keeps is sent whole, signature and
+//! all. Two kinds of cut qualify:
 //!
 //! - a **turn start**: a user message with authored content and no tool results;
 //! - a **tool cycle**: an assistant message right after a user message that answers every
@@ -63,6 +68,16 @@ fn has_thinking(message: &Message) -> bool {
     })
 }
 
+/// Whether `message` opens with its own signed thinking: with interleaved thinking, each step
+/// of a loop does, and a tail that starts there carries the thinking its first step needs.
+fn starts_with_thinking(message: &Message) -> bool {
+    message.content.first().is_some_and(|block| match block {
+        Block::Thinking(thinking) => !thinking.extra.contains_key(crate::format::responses::LAYOUT_KEY),
+        Block::RedactedThinking(_) => true,
+        _ => false,
+    })
+}
+
 /// Whether `answer` answers every tool call of `call`.
 fn answers_all(call: &Message, answer: &Message) -> bool {
     let answered: HashSet<&str> = answer
@@ -103,8 +118,9 @@ pub fn current_loop_start(messages: &[Message]) -> usize {
 /// after the last (a head or tail that is empty folds nothing or keeps nothing).
 pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
     let loop_start = current_loop_start(messages);
-    // In the current loop, a cut must not separate the loop from its signed thinking: it
-    // may fall only before the first thinking-led assistant message of the loop.
+    // In the current loop, a cut must not separate the tail from the loop's signed thinking:
+    // it falls before the first thinking-led assistant message of the loop, or before a later
+    // one that opens with thinking of its own.
     let first_thinking = messages
         .iter()
         .enumerate()
@@ -120,7 +136,7 @@ pub fn boundaries(messages: &[Message]) -> Vec<Boundary> {
                 if !continues_a_cycle(messages, index) {
                     continue;
                 }
-                if first_thinking.is_some_and(|first| index > first) {
+                if first_thinking.is_some_and(|first| index > first) && !starts_with_thinking(message) {
                     continue;
                 }
                 BoundaryKind::ToolCycle
@@ -151,7 +167,7 @@ pub fn last_cuts(messages: &[Message]) -> Vec<Option<usize>> {
         let tool_cycle = message.role == Role::Assistant
             && index >= 2
             && continues_a_cycle(messages, index)
-            && first_thinking.is_none_or(|first| index <= first);
+            && (first_thinking.is_none_or(|first| index <= first) || starts_with_thinking(message));
         if index >= 1 && (turn_start || tool_cycle) {
             last = Some(index);
         }
@@ -226,12 +242,33 @@ mod tests {
             {"role": "user", "content": "now"},
             {"role": "assistant", "content": [thinking(), call("b")]},
             {"role": "user", "content": [result("b")]},
-            {"role": "assistant", "content": [thinking(), call("c")]},
-            {"role": "user", "content": [result("c")]}
+            {"role": "assistant", "content": [call("c")]},
+            {"role": "user", "content": [result("c")]},
+            {"role": "assistant", "content": [{"type": "text", "text": "next"}, thinking(), call("d")]},
+            {"role": "user", "content": [result("d")]}
         ]);
         // The earlier turn's cycle (3) is fine; inside the current loop, no cut after
-        // message 5, which carries the loop's thinking.
+        // message 5, which carries the loop's thinking: 7 has none of its own, and 9 does not
+        // open with it.
         assert_eq!(cuts(conversation), [(3, "tool_cycle"), (4, "turn_start")]);
+    }
+
+    #[test]
+    fn interleaved_thinking_lets_a_loop_be_cut_where_a_step_opens_with_its_own() {
+        let conversation = json!([
+            {"role": "user", "content": "now"},
+            {"role": "assistant", "content": [thinking(), call("b")]},
+            {"role": "user", "content": [result("b")]},
+            {"role": "assistant", "content": [call("c")]},
+            {"role": "user", "content": [result("c")]},
+            {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "r"}, call("d")]},
+            {"role": "user", "content": [result("d")]},
+            {"role": "assistant", "content": [thinking(), call("e")]},
+            {"role": "user", "content": [result("e")]}
+        ]);
+        // A tail from 5 or 7 starts with a step that carries its own signed thinking, as the
+        // provider asks of the last assistant turn; 3 has none.
+        assert_eq!(cuts(conversation), [(5, "tool_cycle"), (7, "tool_cycle")]);
     }
 
     #[test]

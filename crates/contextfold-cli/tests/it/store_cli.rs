@@ -540,11 +540,11 @@ fn refs_in(text: &str) -> std::collections::BTreeSet<String> {
 /// Every ref anywhere in a written conversation (pointers, clip markers, inside a summary)
 /// is recallable from the store it was written with: at a roomy budget (many pointers) and
 /// at a tight one (outputs clipped; a file whose newest turn cannot fit exits 2 and is
-/// skipped).
+/// skipped). At the tight one most sessions fold into a summary, leaving few pointers.
 #[test]
 fn every_ref_in_a_written_conversation_is_recallable_from_its_store() {
     let Some(corpus) = common::corpus_dir() else { return };
-    for (budget, at_least) in [("16000", 300), ("4000", 20)] {
+    for (budget, at_least) in [("16000", 300), ("4000", 5)] {
         let dir = dir(&format!("refs-{budget}"));
         let (store, out) = (dir.join("s.db"), dir.join("out"));
         let run = contextfold(&[

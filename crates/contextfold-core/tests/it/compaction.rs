@@ -489,6 +489,13 @@ fn first_thinking_of_current_loop(messages: &[Message]) -> Option<usize> {
     })
 }
 
+/// Whether `message` is an assistant message whose first block is signed thinking (a step of
+/// a loop with interleaved thinking, which a tail may start with).
+fn opens_with_thinking(message: &Message) -> bool {
+    message.role == Role::Assistant
+        && matches!(message.content.first(), Some(Block::Thinking(_) | Block::RedactedThinking(_)))
+}
+
 /// The tool results `evict` may consider: outside the final message, not already a pointer,
 /// not of an excluded tool, and at least `min_payload_tokens` big; oldest first.
 fn candidates(
@@ -675,8 +682,11 @@ fn check_plan(
     let tail = plan.tail(conversation);
     check_tail_keeps_pairs(tail)?;
     if let Some(first) = first_thinking_of_current_loop(messages) {
-        if plan.cut.index > first {
-            return Err(format!("cut {} drops the current loop's first thinking message {first}", plan.cut.index));
+        if plan.cut.index > first && !opens_with_thinking(&messages[plan.cut.index]) {
+            return Err(format!(
+                "cut {} drops the current loop's first thinking message {first}, and the tail's first step has none of its own",
+                plan.cut.index
+            ));
         }
     }
     let counts: Vec<u64> = messages.iter().map(|message| count_message(counter, message)).collect();
@@ -1000,7 +1010,8 @@ fn the_generator_reaches_the_interesting_cases() {
                 note("plan over budget", planned.notes.iter().any(|note| note.contains("over the budget")));
                 note(
                     "plan cut at the loop's thinking",
-                    first_thinking_of_current_loop(messages) == Some(planned.cut.index),
+                    first_thinking_of_current_loop(messages).is_some_and(|first| planned.cut.index >= first)
+                        && opens_with_thinking(&messages[planned.cut.index]),
                 );
             }
             Err(_) => note("no plan", true),
@@ -1062,7 +1073,7 @@ fn the_checks_catch_broken_plans_and_evictions() {
 }
 
 /// A fixed scenario the generator makes often: the current loop has thinking from its second
-/// cycle on; a tight budget must still keep the loop from that message.
+/// cycle on; a tight budget must still start the tail with a step that carries its own.
 #[test]
 fn the_current_loops_thinking_survives_a_tight_budget() {
     let call = |file: usize| Call { op: Op::Read, file, lines: 100, payload: Payload::Text, variant: 0 };
@@ -1088,10 +1099,17 @@ fn the_current_loops_thinking_survives_a_tight_budget() {
     };
     let conversation = build(&spec);
     assert!(validate(&conversation).is_empty());
-    let first = first_thinking_of_current_loop(&conversation.messages).expect("the loop has thinking");
+    let messages = &conversation.messages;
+    let first = first_thinking_of_current_loop(messages).expect("the loop has thinking");
+    let newest_own = (first..messages.len()).rev().find(|&index| opens_with_thinking(&messages[index]));
     let config = PlanConfig { max_tail_tokens: Some(1_000), ..PlanConfig::default() };
     let plan = plan(&conversation, &config, &Estimate).expect("a plan");
-    assert_eq!(plan.cut.index, first, "the smallest safe tail starts at the loop's first thinking message");
+    assert!(newest_own > Some(first), "the loop's later steps think too");
+    assert_eq!(
+        Some(plan.cut.index),
+        newest_own,
+        "the smallest safe tail starts at the loop's newest step with thinking of its own"
+    );
     assert!(plan.notes.iter().any(|note| note.contains("over the budget")), "{:?}", plan.notes);
     check_plan(&conversation, &config, &plan, &Estimate).unwrap();
 }
