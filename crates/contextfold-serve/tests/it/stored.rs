@@ -10,8 +10,10 @@ use crate::common::{
 use crate::mock::Mock;
 use contextfold::compactor::Compactor;
 use contextfold::compactor::Strategy;
+use contextfold::core::hash::payload_ref;
 use contextfold::redact::Redactor;
 use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -49,6 +51,14 @@ fn credential_headers() -> Vec<(String, String)> {
     .into_iter()
     .map(|(name, value)| (name.to_string(), value))
     .collect()
+}
+
+/// Adds the environment, keys and all, beside the newest tool result of `agent`, as a note
+/// of the user's that no eviction removes.
+fn note_secrets(agent: &mut Agent) {
+    let content = agent.messages.last_mut().and_then(|message| message["content"].as_array_mut()).expect("a result");
+    let note = format!("my environment:\nANTHROPIC_API_KEY={FAKE_API_KEY}\nAWS_ACCESS_KEY_ID={AWS_KEY}\n");
+    content.push(serde_json::json!({"type": "text", "text": note}));
 }
 
 /// Adds the environment, keys and all, to the newest tool result of `agent`.
@@ -181,8 +191,6 @@ async fn every_ref_recalls_the_original_even_of_an_output_clipped_then_evicted()
     let path = dir.join("proxy.db");
     let mock = Mock::start(agent_script(10_000)).await;
     let store = Some(StoreLocation::File(path.clone()));
-    // At a target of 0.3 of the window the older outputs fit unclipped, so a clip marker
-    // left in the last requests can only be the big output's.
     let proxy =
         proxy(contextfold_serve::ServeConfig { store, strategy: Strategy::Evict, target: 0.3, ..config(&mock.url()) })
             .await;
@@ -201,11 +209,15 @@ async fn every_ref_recalls_the_original_even_of_an_output_clipped_then_evicted()
     proxy.stop().await.expect("stops");
     let sent: Vec<String> =
         mock.messages_requests().iter().map(|request| String::from_utf8_lossy(&request.body).into_owned()).collect();
-    assert!(sent.iter().any(|body| body.contains("[contextfold: clipped ")), "the big output was clipped");
-    let pointed =
-        sent.iter().any(|body| body.contains("[contextfold: offloaded ") && body.contains("clipper toolu_clipper_002"));
-    let evicted_later = sent.iter().rev().take(5).all(|body| !body.contains("[contextfold: clipped "));
-    assert!(pointed || evicted_later, "the clipped output was evicted later");
+    // The big output's clip marker names the ref of the output as the client sent it.
+    let huge_ref = payload_ref(&Value::String(huge.clone()));
+    let clipped_huge = |body: &str| {
+        body.match_indices("[contextfold: clipped ")
+            .any(|(at, _)| body[at..].split("ref cf-").nth(1).is_some_and(|rest| rest.starts_with(&huge_ref[3..])))
+    };
+    assert!(sent.iter().any(|body| clipped_huge(body)), "the big output was clipped");
+    let evicted_later = sent.iter().rev().take(5).all(|body| !clipped_huge(body) && body.contains(&huge_ref));
+    assert!(evicted_later, "the clipped output was evicted later, its pointer naming the original's ref");
     let store = SqliteStore::open_existing(&path).expect("the proxy's store");
     let mut originals = 0;
     for reference in refs(&sent.concat()) {
@@ -252,7 +264,7 @@ async fn a_restarted_proxy_sends_the_secrets_its_store_never_held() {
         for _ in 0..calls {
             agent.step(&client, url).await;
             if agent.messages.len() % 4 == 3 {
-                show_secrets(agent);
+                note_secrets(agent);
             }
         }
     };
@@ -281,7 +293,8 @@ async fn a_restarted_proxy_sends_the_secrets_its_store_never_held() {
     for (call, (expected, got)) in uninterrupted.iter().zip(&restarted).enumerate() {
         assert!(expected == got, "call {call} differs after the restart");
     }
-    // The secrets went out in the rewritten part (before a pointer) after the restart too.
+    // The secrets went out in the rewritten part (before a pointer) after the restart too: the
+    // user's notes stay where eviction leaves pointers around them.
     let rewritten_secret = restarted[CALLS / 2..].iter().any(|body| {
         let messages = raw_messages(body);
         let pointer = messages.iter().rposition(|message| message.contains("cf-"));
