@@ -221,11 +221,9 @@ pub struct CostAware {
 }
 
 impl Default for CostAware {
-    /// Horizon [`Horizon::SoFar`], floor 0.4: of 0.2–0.5, replayed on the corpus's tuning
-    /// part, 0.4 is as cheap as 0.5 at 16k and cheaper at 32k and 64k, with fewer
-    /// compactions (summarizer calls) than the lower floors that cost about the same.
+    /// Horizon [`Horizon::SoFar`], floor 0.5.
     fn default() -> Self {
-        CostAware { horizon: Horizon::SoFar, floor: 0.4 }
+        CostAware { horizon: Horizon::SoFar, floor: 0.5 }
     }
 }
 
@@ -327,7 +325,7 @@ mod tests {
         assert_eq!(decide(&policy, PolicyInput { calls: 10, ..input(900) }), Decision::Compact);
         assert!(matches!(decide(&policy, PolicyInput { calls: 5, ..input(900) }), Decision::Skip(_)));
         assert!(
-            matches!(decide(&policy, PolicyInput { calls: 1000, ..input(399) }), Decision::Skip(_)),
+            matches!(decide(&policy, PolicyInput { calls: 1000, ..input(400) }), Decision::Skip(_)),
             "under the floor"
         );
         assert_eq!(decide(&policy, PolicyInput { calls: 1, ..input(1_001) }), Decision::Compact, "overflow");
