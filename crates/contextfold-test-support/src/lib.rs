@@ -8,6 +8,49 @@
 
 use std::path::{Path, PathBuf};
 
+/// A fresh directory of one test's own under the system's temporary directory, removed when
+/// dropped; kept when the test is failing, to look into.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// An empty directory named `contextfold-NAME-PID` (a test names its own, so that tests
+    /// running in parallel never share one).
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("contextfold-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        Scratch(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 /// The folder of shared test data: `CONTEXTFOLD_TEST_SHARED`, or `../shared` beside the
 /// repository. CI points the variable at a missing folder to run the tests that read it as
 /// on a fresh clone.

@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests: running the binary, fixtures, scratch directories.
 #![allow(dead_code)]
 
+pub use contextfold_test_support::Scratch;
 pub use contextfold_test_support::{corpus_dir, notice};
 use serde_json::Value;
 use std::io::Write;
@@ -87,12 +88,10 @@ pub fn json(args: &[&str]) -> Value {
     lines.remove(0)
 }
 
-/// A fresh directory of one test's own (tests run in parallel, binaries too).
-pub fn scratch(binary: &str, test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("contextfold-{binary}-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh directory of one test's own (tests run in parallel, binaries too), removed when
+/// the test passes.
+pub fn scratch(binary: &str, test: &str) -> Scratch {
+    Scratch::new(&format!("{binary}-{test}"))
 }
 
 /// A path as an argument.

@@ -5,16 +5,13 @@
 //! Most runs use `--tokenizer estimate`: the exact BPE is slow to start in a debug build, and
 //! the numbers checked here only need to agree with `count --tokenizer estimate`.
 
-use crate::common::{contextfold, fixture, root, Run};
+use crate::common::{contextfold, fixture, root, scratch, Run, Scratch};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A fresh directory of this test's own (tests run in parallel).
-fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("contextfold-compact-cli-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh directory of this test's own (tests run in parallel), removed when it passes.
+fn temp_dir(test: &str) -> Scratch {
+    scratch("compact-cli", test)
 }
 
 fn path(path: &Path) -> String {

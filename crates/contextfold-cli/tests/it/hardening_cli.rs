@@ -6,7 +6,7 @@
 //! role names.
 
 use crate::common::{
-    arg, contextfold, contextfold_in, contextfold_with_stdin, fixture, json, notice, openai_once, scratch, Run,
+    arg, contextfold, contextfold_in, contextfold_with_stdin, fixture, json, notice, openai_once, scratch, Run, Scratch,
 };
 use serde_json::{json as value, Value};
 use std::io::Write;
@@ -15,7 +15,7 @@ use std::process::Command;
 
 const SESSION: &str = "examples/session.json";
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> Scratch {
     scratch("hardening-cli", test)
 }
 

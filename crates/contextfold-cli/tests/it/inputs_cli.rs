@@ -1,13 +1,13 @@
 //! What the commands make of inputs a careless user gives: a broken file's error said once
 //! wherever it is printed, a directory's dry run, and a named pipe given as a file.
 
-use crate::common::{arg, contextfold, fixture, notice, scratch};
+use crate::common::{arg, contextfold, fixture, notice, scratch, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SESSION: &str = "examples/session.json";
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> Scratch {
     scratch("inputs-cli", test)
 }
 

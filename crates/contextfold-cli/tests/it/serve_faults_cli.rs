@@ -9,7 +9,7 @@
 //! server `CONTEXTFOLD_TEST_POSTGRES_URL` names. Every wait has a deadline, and every process
 //! started is stopped when its guard drops.
 
-use crate::common::{notice, scratch};
+use crate::common::{notice, scratch, Scratch};
 use crate::serve_state_cli::{compactions, run, same_requests, start, Client, Scripted};
 use crate::store_postgres_cli::{execute, Database};
 use std::collections::BTreeSet;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// A PostgreSQL cluster of one test's own, stopped and removed when dropped.
 struct Cluster {
     bin: PathBuf,
-    dir: PathBuf,
+    dir: Scratch,
     port: u16,
 }
 

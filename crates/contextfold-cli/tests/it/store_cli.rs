@@ -5,14 +5,14 @@
 
 use crate::common;
 
-use crate::common::{arg, contextfold, contextfold_in, fixture, json, json_lines, openai_once, scratch, Run};
+use crate::common::{arg, contextfold, contextfold_in, fixture, json, json_lines, openai_once, scratch, Run, Scratch};
 use contextfold::core::hash::payload_ref;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 const SESSION: &str = "examples/session.json";
 
-fn dir(test: &str) -> PathBuf {
+fn dir(test: &str) -> Scratch {
     scratch("store-cli", test)
 }
 

@@ -227,7 +227,8 @@ async fn the_metrics_say_what_the_log_lines_and_the_totals_say() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_ready_never_go_upstream_and_only_metrics_needs_the_token() {
     let mock = Mock::start(upstream).await;
-    let store = Some(StoreLocation::File(scratch("metrics-ready").join("proxy.db")));
+    let dir = scratch("metrics-ready");
+    let store = Some(StoreLocation::File(dir.join("proxy.db")));
     let proxy = proxy(ServeConfig { auth_token: Some(PROXY_TOKEN.into()), store, ..config(&mock.url()) }).await;
     let client = client();
     for (path, body) in [("/health", json!({"status": "ok"})), ("/ready", json!({"status": "ready"}))] {

@@ -13,16 +13,13 @@ use contextfold::compactor::Strategy;
 use contextfold::core::hash::payload_ref;
 use contextfold::redact::Redactor;
 use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
+pub use contextfold_test_support::Scratch;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
-/// A fresh directory for one test.
-pub fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("contextfold-serve-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    dir
+/// A fresh directory for one test, removed when it passes.
+pub fn scratch(test: &str) -> Scratch {
+    Scratch::new(&format!("serve-{test}"))
 }
 
 /// The `cf-` refs in `text`.

@@ -9,7 +9,7 @@
 
 use crate::common::{agent_script, client, config, notice, proxy, Agent, Running};
 use crate::mock::Mock;
-use crate::stored::scratch;
+use crate::stored::{scratch, Scratch};
 use contextfold::store::{HitLocation, Payload, SessionStore, SqliteStore, StoreLocation};
 use contextfold_serve::ServeConfig;
 use serde_json::{json, Value};
@@ -31,10 +31,13 @@ struct Conversation {
     mock: Mock,
     proxy: Running,
     path: PathBuf,
+    /// The store's directory, removed with the conversation.
+    _dir: Scratch,
 }
 
 async fn conversation(test: &str, token: Option<&str>) -> Conversation {
-    let path = scratch(test).join("proxy.db");
+    let dir = scratch(test);
+    let path = dir.join("proxy.db");
     let mock = Mock::start(agent_script(10_000)).await;
     let store = Some(StoreLocation::File(path.clone()));
     let auth_token = token.map(str::to_string);
@@ -66,7 +69,7 @@ async fn conversation(test: &str, token: Option<&str>) -> Conversation {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(store.calls(&session).expect("calls").len(), CALLS, "a record per call");
-    Conversation { mock, proxy, path }
+    Conversation { mock, proxy, path, _dir: dir }
 }
 
 /// The store as the library reads it, beside the proxy.

@@ -8,10 +8,11 @@
 use contextfold::compactor::{CompactConfig, Compactor, Target};
 use contextfold::core::{count_conversation, Conversation, Message, Role, Tokenizer};
 use contextfold::store::{SessionStore, SqliteStore, RECALL_TOOL_NAME};
+use contextfold_test_support::Scratch;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,11 +44,9 @@ fn spawn(test: &str, role: &str, envs: &[(&str, &str)]) -> Child {
     command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the child starts")
 }
 
-/// A fresh directory under the system temp dir.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("contextfold-{name}-{}-{}", std::process::id(), fastrand::u64(..)));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
-    dir
+/// A fresh directory under the system temp dir, removed when the test passes.
+fn temp_dir(name: &str) -> Scratch {
+    Scratch::new(&format!("{name}-{}", fastrand::u64(..)))
 }
 
 /// The largest corpus session, or (printing why) a synthetic one of about the same size.

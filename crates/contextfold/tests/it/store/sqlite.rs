@@ -3,14 +3,11 @@
 
 use contextfold::core::{Message, Role};
 use contextfold::store::{Hit, SessionStore, SqliteStore, StoreError, SCHEMA_VERSION};
-use std::path::PathBuf;
+use contextfold_test_support::Scratch;
 
-/// A fresh directory under the system temp dir.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("contextfold-store-{name}-{}-{}", std::process::id(), fastrand::u64(..)));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
-    dir
+/// A fresh directory under the system temp dir, removed when the test passes.
+fn temp_dir(name: &str) -> Scratch {
+    Scratch::new(&format!("store-{name}-{}", fastrand::u64(..)))
 }
 
 #[test]
