@@ -60,22 +60,24 @@ fn has_results(message: &Message) -> bool {
     message.content.iter().any(|block| matches!(block, Block::ToolResult(_)))
 }
 
-fn has_thinking(message: &Message) -> bool {
-    message.content.iter().any(|block| match block {
+/// Whether `block` is Anthropic's signed thinking (an OpenAI reasoning item, read from the
+/// Responses format, binds no loop).
+fn is_signed_thinking(block: &Block) -> bool {
+    match block {
         Block::Thinking(thinking) => !thinking.extra.contains_key(crate::format::responses::LAYOUT_KEY),
         Block::RedactedThinking(_) => true,
         _ => false,
-    })
+    }
+}
+
+fn has_thinking(message: &Message) -> bool {
+    message.content.iter().any(is_signed_thinking)
 }
 
 /// Whether `message` opens with its own signed thinking: with interleaved thinking, each step
 /// of a loop does, and a tail that starts there carries the thinking its first step needs.
 fn starts_with_thinking(message: &Message) -> bool {
-    message.content.first().is_some_and(|block| match block {
-        Block::Thinking(thinking) => !thinking.extra.contains_key(crate::format::responses::LAYOUT_KEY),
-        Block::RedactedThinking(_) => true,
-        _ => false,
-    })
+    message.content.first().is_some_and(is_signed_thinking)
 }
 
 /// Whether `answer` answers every tool call of `call`.
