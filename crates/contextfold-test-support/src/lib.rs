@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// An empty directory named `contextfold-NAME-PID` (a test names its own, so that tests
-    /// running in parallel never share one).
+    /// An empty directory named `contextfold-NAME-PID-N`: its test's name, the process and a
+    /// counter, so that tests running in parallel, or one helper called by several, never
+    /// share one.
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("contextfold-{name}-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("contextfold-{name}-{}-{number}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         Scratch(dir)

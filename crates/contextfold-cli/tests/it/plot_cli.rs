@@ -1,20 +1,13 @@
 //! End-to-end tests of `contextfold replay --plot`: the SVG is written and carries its text
 //! (strategy names, the window line's label), and an unwritable path is a usage error.
 
+use crate::common::scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// The repository's example session.
 fn session() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/session.json")
-}
-
-/// A fresh scratch directory for this test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("contextfold-plot-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
 }
 
 fn replay(plot: &Path) -> Output {
@@ -37,7 +30,7 @@ fn replay(plot: &Path) -> Output {
 
 #[test]
 fn plot_writes_an_svg_with_every_strategy_and_the_window() {
-    let dir = scratch("svg");
+    let dir = scratch("plot", "svg");
     let path = dir.join("out.svg");
     let output = replay(&path);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
@@ -69,7 +62,7 @@ fn plot_writes_an_svg_with_every_strategy_and_the_window() {
 
 #[test]
 fn an_unwritable_plot_path_is_a_usage_error() {
-    let dir = scratch("unwritable");
+    let dir = scratch("plot", "unwritable");
     let path = dir.join("no-such-directory").join("out.svg");
     let output = replay(&path);
     assert_eq!(output.status.code(), Some(2));
@@ -104,7 +97,7 @@ fn polylines<'a>(svg: &'a str, stroke: &str) -> Vec<&'a str> {
 /// other, titles were absolute paths, the dollar axis read "1.000").
 #[test]
 fn plot_legend_curves_titles_and_dollars_read_well() {
-    let dir = scratch("legible");
+    let dir = scratch("plot", "legible");
     let path = dir.join("out.svg");
     let output = replay(&path);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));

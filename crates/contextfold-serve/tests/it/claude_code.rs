@@ -7,10 +7,11 @@
 //! `POST /v1/messages?beta=true`, its headers, the keys of its bodies, and, with its default
 //! model, `role: "system"` messages inside `messages`.
 
-use crate::clients::{installed, newest_result_number, run, TempDir, CLAUDE};
+use crate::clients::{installed, newest_result_number, run, CLAUDE};
 use crate::common::{extends, notice, proxy, raw_messages};
 use crate::mock::{canned, Mock, Recorded, Reply};
 use contextfold_core::{validate, Conversation};
+use contextfold_test_support::Scratch;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -98,13 +99,13 @@ struct Run {
     result: Value,
     compactions: u64,
     untouched: u64,
-    work: TempDir,
-    _home: TempDir,
+    work: Scratch,
+    _home: Scratch,
 }
 
 async fn run_claude(claude: &Path, model: Option<&str>) -> Run {
-    let home = TempDir::new("claude-home");
-    let work = TempDir::new("claude-work");
+    let home = Scratch::new("claude-home");
+    let work = Scratch::new("claude-work");
     let script = Arc::new(Script { dir: work.path().to_path_buf(), compacted_at: Mutex::new(None) });
     let mock = Mock::start({
         let script = script.clone();

@@ -8,11 +8,12 @@
 //! and a record of each call.
 
 use crate::claude_code::{claude_command, tool_ids};
-use crate::clients::{installed, newest_result_number, run, TempDir, CLAUDE};
+use crate::clients::{installed, newest_result_number, run, CLAUDE};
 use crate::common::{notice, proxy};
 use crate::mock::{canned, Mock, Recorded, Reply};
 use contextfold::store::{SessionStore, SqliteStore, StoreLocation};
 use contextfold_core::{validate, Conversation};
+use contextfold_test_support::Scratch;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -67,9 +68,9 @@ fn newest_output(body: &Value) -> Option<(usize, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_for_200_calls_through_the_store_keeps_one_log_and_every_newest_output() {
     let Some(claude) = installed(CLAUDE, "the Claude Code CLI") else { return };
-    let home = TempDir::new("claude-long-home");
-    let work = TempDir::new("claude-long-work");
-    let store_dir = TempDir::new("claude-long-store");
+    let home = Scratch::new("claude-long-home");
+    let work = Scratch::new("claude-long-work");
+    let store_dir = Scratch::new("claude-long-store");
     let path = store_dir.path().join("store.db");
     let mock = Mock::start(answer).await;
     let mut settings = crate::common::config(&mock.url());

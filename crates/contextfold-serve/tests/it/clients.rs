@@ -103,29 +103,3 @@ pub fn without_nulls(value: &Value) -> Value {
         other => other.clone(),
     }
 }
-
-/// A fresh directory under the system's temporary directory, removed when dropped.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    /// A new empty directory named after `what`, this process and a counter.
-    pub fn new(what: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("contextfold-serve-{what}-{}-{number}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        TempDir(dir)
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
