@@ -46,7 +46,7 @@ fn spawn(test: &str, role: &str, envs: &[(&str, &str)]) -> Child {
 
 /// A fresh directory under the system temp dir, removed when the test passes.
 fn temp_dir(name: &str) -> Scratch {
-    Scratch::new(&format!("{name}-{}", fastrand::u64(..)))
+    Scratch::new(name)
 }
 
 /// The largest corpus session, or (printing why) a synthetic one of about the same size.

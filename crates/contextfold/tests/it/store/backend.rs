@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use contextfold::store::{MemoryStore, SessionStore, StateStore};
+use contextfold_test_support::Scratch;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,7 +16,8 @@ pub enum Backend {
     Memory(Arc<MemoryStore>),
     #[cfg(feature = "sqlite")]
     Sqlite {
-        dir: PathBuf,
+        /// The store's directory, removed with the backend.
+        _dir: Scratch,
         path: PathBuf,
     },
     #[cfg(feature = "postgres")]
@@ -29,11 +31,9 @@ impl Backend {
 
     #[cfg(feature = "sqlite")]
     pub fn sqlite(test: &str) -> Backend {
-        let dir =
-            std::env::temp_dir().join(format!("contextfold-store-{test}-{}-{}", std::process::id(), fastrand::u64(..)));
-        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let dir = Scratch::new(&format!("store-{test}"));
         let path = dir.join("nested/store.db");
-        Backend::Sqlite { dir, path }
+        Backend::Sqlite { _dir: dir, path }
     }
 
     /// A fresh database, or `None` after a visible notice when no server is configured.
@@ -67,15 +67,6 @@ impl Backend {
             Backend::Postgres(database) => {
                 Arc::new(contextfold::store::PostgresStore::open(&database.url).expect("open the PostgreSQL store"))
             }
-        }
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl Drop for Backend {
-    fn drop(&mut self) {
-        if let Backend::Sqlite { dir, .. } = self {
-            std::fs::remove_dir_all(dir).ok();
         }
     }
 }

@@ -7,7 +7,7 @@ use contextfold_test_support::Scratch;
 
 /// A fresh directory under the system temp dir, removed when the test passes.
 fn temp_dir(name: &str) -> Scratch {
-    Scratch::new(&format!("store-{name}-{}", fastrand::u64(..)))
+    Scratch::new(&format!("store-{name}"))
 }
 
 #[test]
