@@ -49,6 +49,7 @@ impl CompactionMiddleware {
         } else {
             state.working = Arc::new(Vec::new());
             state.compacted = 0;
+            state.made = super::state::next_made();
             state.compacted_source = 0;
             state.full_summary = None;
             state.turns_since = 0;

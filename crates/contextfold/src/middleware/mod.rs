@@ -143,6 +143,7 @@ impl CompactionMiddleware {
             calls: 0,
             full_summary: None,
             logged: 0,
+            made: state::next_made(),
         };
         CompactionMiddleware::with_state(compactor, config, state, Calibration::default())
     }
@@ -205,7 +206,17 @@ impl CompactionMiddleware {
     /// caller's messages since: the restored middleware takes those from the next history.
     pub async fn snapshot(&self) -> MiddlewareState {
         let state = self.state.lock().await;
-        MiddlewareState::of(&state, *self.calibration())
+        MiddlewareState::of(&state, *self.calibration(), true)
+    }
+
+    /// A snapshot, and the number naming its messages that compactions made (new whenever
+    /// they change, unique in the process). When that number is `known`, the snapshot leaves
+    /// those messages out ([`MiddlewareState::working`] is empty): a caller that writes
+    /// snapshots down often keeps the messages it wrote under that number, and writes only
+    /// the counters again. Restore only a snapshot with its messages put back.
+    pub async fn snapshot_since(&self, known: Option<u64>) -> (MiddlewareState, u64) {
+        let state = self.state.lock().await;
+        (MiddlewareState::of(&state, *self.calibration(), known != Some(state.made)), state.made)
     }
 
     /// Corrects the estimate with the provider's count of the last request's input tokens.
@@ -448,6 +459,7 @@ impl CompactionMiddleware {
         self.emit(Event::Compacted(event.clone()));
         state.working = Arc::new(compacted.conversation.messages);
         state.compacted = state.working.len();
+        state.made = state::next_made();
         state.compacted_source = state.source_len;
         state.full_summary = compacted.full_summary;
         state.ledger.resync(&state.working);

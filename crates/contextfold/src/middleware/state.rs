@@ -21,6 +21,7 @@
 use contextfold_core::tokens::TokenLedger;
 use contextfold_core::{ContentShape, Message};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The version of the snapshot format this build writes and reads. Versions 1 and 2 named
@@ -52,6 +53,16 @@ pub(super) struct State {
     /// How many messages of the caller's history the store's session log holds
     /// ([`Compactor::with_session_log`](crate::Compactor::with_session_log)).
     pub(super) logged: usize,
+    /// Names the messages compactions made (`working[..compacted]`): new each time they
+    /// change, and unique in the process ([`next_made`]).
+    pub(super) made: u64,
+}
+
+/// A number no state of this process has had: the name of the messages a compaction, a reset
+/// or a restore has just made.
+pub(super) fn next_made() -> u64 {
+    static MADE: AtomicU64 = AtomicU64::new(1);
+    MADE.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The provider's count of input tokens against ours.
@@ -119,13 +130,15 @@ impl State {
 }
 
 impl MiddlewareState {
-    pub(super) fn of(state: &State, calibration: Calibration) -> MiddlewareState {
+    /// The snapshot of `state`; without the messages compactions made unless `with_working`.
+    pub(super) fn of(state: &State, calibration: Calibration, with_working: bool) -> MiddlewareState {
+        let working = if with_working { &state.working[..state.compacted.min(state.working.len())] } else { &[] };
         MiddlewareState {
             version: STATE_VERSION,
             source_len: state.source_len,
             source_chain: state.source_chain,
             source_last: None,
-            working: state.working[..state.compacted.min(state.working.len())].to_vec(),
+            working: working.to_vec(),
             history_from: state.compacted_source,
             full_summary: state.full_summary.clone(),
             turns_since: state.turns_since,
@@ -173,6 +186,7 @@ impl MiddlewareState {
             calls: self.calls,
             full_summary: self.full_summary,
             logged: self.logged.min(self.source_len),
+            made: next_made(),
         };
         Ok((state, Calibration { ratio: self.calibration, last_estimate: self.last_estimate }))
     }

@@ -270,6 +270,46 @@ fn a_snapshot_holds_only_what_a_compaction_made() {
     assert!(at < calls[calls.len() - 1], "calls after the last compaction are left out: {at}");
 }
 
+/// A snapshot since a known number leaves out exactly the messages that number names: the
+/// number changes when a compaction, or a history that starts afresh, makes new ones, and
+/// everything else is the whole snapshot's.
+#[test]
+fn a_snapshot_since_a_known_number_leaves_out_the_messages_it_names() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let history = session(8, 4, 40).messages;
+    let middleware = CompactionMiddleware::new(Compactor::default(), MiddlewareConfig::new(12_000, 1_500));
+    // The messages the number names, as a whole snapshot writes them.
+    let (mut known, mut named) = (None, Value::Null);
+    let (mut compactions, mut changes) = (0, 0);
+    for end in call_points(&history) {
+        let prepared = runtime.block_on(middleware.prepare(&history[..end], &[]));
+        let whole = serde_json::to_value(runtime.block_on(middleware.snapshot())).unwrap();
+        let (since, number) = runtime.block_on(middleware.snapshot_since(known));
+        compactions += usize::from(prepared.event.is_some());
+        if Some(number) == known {
+            assert!(prepared.event.is_none(), "a compaction at {end} kept the number");
+            assert!(since.working().is_empty(), "the known messages are left out at {end}");
+            assert_eq!(whole["working"], named, "the number names the same messages at {end}");
+        } else {
+            assert!(known.is_none() || prepared.event.is_some(), "the number changed at {end} without a compaction");
+            (known, named) = (Some(number), whole["working"].clone());
+            changes += 1;
+        }
+        let mut rest = serde_json::to_value(&since).unwrap();
+        if since.working().is_empty() {
+            rest["working"] = named.clone();
+        }
+        assert_eq!(rest, whole, "the snapshot since {known:?} at {end}, its messages put back");
+    }
+    assert!(compactions > 1 && changes == compactions + 1, "{compactions} compactions, {changes} numbers");
+    // Another history starts afresh: its (empty) compacted messages get a number of their own.
+    let other = session(3, 2, 10).messages;
+    runtime.block_on(middleware.prepare(&other[..call_points(&other)[0]], &[]));
+    let (since, number) = runtime.block_on(middleware.snapshot_since(known));
+    assert_ne!(Some(number), known);
+    assert!(since.working().is_empty() && since.history_from() == 0);
+}
+
 /// The newest messages a middleware says are the caller's own are exactly the caller's
 /// messages, call after call, through compactions (after which none are) and restores.
 #[test]
