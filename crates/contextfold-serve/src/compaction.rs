@@ -13,7 +13,7 @@
 
 use crate::branches::{Branch, Branches};
 use crate::secrets::{self, Secrets};
-use crate::state::Record;
+use crate::state::{Record, Writer};
 use crate::store::ProxyStore;
 use crate::usage::Dialect;
 use crate::window::model_window;
@@ -140,15 +140,14 @@ pub struct ConversationState {
     compacted: bool,
     /// What configured the middleware, for the store's record.
     window: u64,
-    frame: Value,
     /// The store session its compactions go to.
     session: Option<SessionId>,
     /// The history it covers: how many messages, and their chain link.
     covers: (usize, u64),
     /// Tells it from the conversation's other branches.
     id: u64,
-    /// Where the secrets of its record are in the client's requests.
-    secrets: Secrets,
+    /// Writes its record, and knows where the record's secrets are in the client's requests.
+    writer: Writer,
 }
 
 /// Which request of which branch an answer is for.
@@ -196,11 +195,10 @@ impl ConversationState {
             calls: 0,
             compacted: false,
             window,
-            frame,
+            writer: Writer::new(frame, Secrets::default()),
             session,
             covers: (0, HistoryChain::default().last()),
             id: BRANCHES.fetch_add(1, Ordering::Relaxed),
-            secrets: Secrets::default(),
         })
     }
 
@@ -229,8 +227,9 @@ impl ConversationState {
         request: &Incoming<'_>,
     ) -> Result<ConversationState, String> {
         let mut secrets = Secrets::default();
-        let record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
+        let mut record = Record::from_bytes(&stored.bytes, &mut secrets, request.secrets())?;
         let (system, tools) = record.system_and_tools()?;
+        let frame = std::mem::take(&mut record.frame);
         let covers = (record.middleware.source_len(), record.middleware.source_chain());
         let restore = |compactor, config| {
             CompactionMiddleware::restore(compactor, config, record.middleware).map_err(|err| err.to_string())
@@ -238,19 +237,14 @@ impl ConversationState {
         let mut state =
             ConversationState::build(settings, Some(store), record.session, (record.window, system, tools), restore)?;
         state.covers = covers;
-        state.secrets = secrets;
+        state.writer = Writer::new(frame, secrets);
         Ok(state)
     }
 
     /// The record of this state, for the store, sealed with the secrets of `request`.
     async fn record(&mut self, request: Option<secrets::Sources<'_>>) -> Result<Vec<u8>, String> {
-        let record = Record {
-            session: self.session.clone(),
-            window: self.window,
-            frame: self.frame.clone(),
-            middleware: self.middleware.snapshot().await,
-        };
-        record.to_bytes(&mut self.secrets, request)
+        let (middleware, made) = self.middleware.snapshot_since(self.writer.made()).await;
+        self.writer.write(self.session.clone(), self.window, middleware, made, request)
     }
 
     /// Writes this state over version `expected` of the conversation's record; `Moved` when

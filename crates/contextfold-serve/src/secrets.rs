@@ -61,31 +61,35 @@ pub struct Sources<'r> {
 
 /// Where this conversation's secrets were found, remembered in memory (never stored), so that
 /// a record is sealed without searching the history again for a secret seen before; and
-/// which strings of the last record held none, so that only new strings are searched (a
-/// record repeats most of the previous one's).
+/// which strings of each part of the last record held none, so that only new strings are
+/// searched (a record repeats most of the previous one's).
 #[derive(Debug, Default)]
 pub struct Secrets {
     known: HashMap<String, Place>,
-    clean: HashSet<(u64, usize)>,
+    /// By the part's JSON pointer: the hash and length of each string that held no secret.
+    clean: HashMap<String, HashSet<(u64, usize)>>,
 }
 
 impl Secrets {
-    /// Masks every secret in the strings of `record`; returns the holes, each with where its
-    /// secret is in `request` (or in a request seen before).
-    pub fn seal(&mut self, record: &mut Value, request: Option<Sources<'_>>) -> Vec<Hole> {
+    /// Masks every secret in the strings of `part`, the value at the JSON pointer `at` of a
+    /// record (`""`: the whole record); returns the holes, each with where its secret is in
+    /// `request` (or in a request seen before). The strings found clean are remembered for
+    /// the next sealing of the same part.
+    pub fn seal_part(&mut self, part: &mut Value, at: &str, request: Option<Sources<'_>>) -> Vec<Hole> {
         let redactor = Redactor::default();
         let mut search = request.map(Search::new);
         let mut holes = Vec::new();
-        let before = std::mem::take(&mut self.clean);
-        visit_strings(record, &mut String::new(), &mut |at, text| {
+        let before = self.clean.remove(at).unwrap_or_default();
+        let mut clean = HashSet::new();
+        visit_strings(part, &mut at.to_string(), &mut |at, text| {
             let seen = (hash_bytes(text.as_bytes()), text.len());
             if before.contains(&seen) {
-                self.clean.insert(seen);
+                clean.insert(seen);
                 return;
             }
             let findings = redactor.find(text);
             if findings.is_empty() {
-                self.clean.insert(seen);
+                clean.insert(seen);
                 return;
             }
             let mut masked = String::with_capacity(text.len());
@@ -114,6 +118,7 @@ impl Secrets {
             masked.push_str(&text[end..]);
             *text = masked;
         });
+        self.clean.insert(at.to_string(), clean);
         holes
     }
 
@@ -209,7 +214,7 @@ fn find_in(value: &Value, secret: &str) -> Option<(String, usize)> {
 }
 
 /// An object key as a JSON pointer segment.
-fn escape(key: &str) -> String {
+pub fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
@@ -275,10 +280,10 @@ mod tests {
             "frame": {"system": format!("export AWS_ACCESS_KEY_ID={AWS}")}});
         let mut record = original.clone();
         let mut secrets = Secrets::default();
-        let holes = secrets.seal(&mut record, Some(request));
+        let holes = secrets.seal_part(&mut record, "", Some(request));
         // Sealed again (the strings without secrets remembered), it comes out the same.
         let mut again = original.clone();
-        assert_eq!(secrets.seal(&mut again, Some(request)), holes);
+        assert_eq!(secrets.seal_part(&mut again, "", Some(request)), holes);
         assert_eq!(again, record);
         let stored = serde_json::to_string(&(&record, &holes)).unwrap();
         for secret in [KEY, AWS, clipped] {
@@ -302,7 +307,8 @@ mod tests {
         let first = vec![message(json!({"role": "user", "content": format!("key {AWS}")}))];
         let mut secrets = Secrets::default();
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Sources { messages: held(&first), system: None, tools: None }));
+        let holes =
+            secrets.seal_part(&mut record, "", Some(Sources { messages: held(&first), system: None, tools: None }));
         assert_eq!(holes[0].from.as_ref().and_then(|place| place.message), Some(0));
         // The client rewrote its history: the key is now in its second message only.
         let edited = vec![
@@ -310,7 +316,8 @@ mod tests {
             message(json!({"role": "user", "content": format!("the key: {AWS}")})),
         ];
         let mut record = json!({"text": format!("saw {AWS}")});
-        let holes = secrets.seal(&mut record, Some(Sources { messages: held(&edited), system: None, tools: None }));
+        let holes =
+            secrets.seal_part(&mut record, "", Some(Sources { messages: held(&edited), system: None, tools: None }));
         let place = holes[0].from.clone().expect("found");
         assert_eq!((place.message, place.start), (Some(1), 9));
     }
@@ -318,7 +325,7 @@ mod tests {
     #[test]
     fn a_secret_the_request_does_not_hold_stays_masked() {
         let mut record = json!({"note": format!("token ghp_Zq8vN2xK7pL4mR9tW1yB6cF3hJ5dG0sA8eU2")});
-        let holes = Secrets::default().seal(&mut record, None);
+        let holes = Secrets::default().seal_part(&mut record, "", None);
         assert_eq!(holes.len(), 1);
         assert_eq!(holes[0].from, None);
         assert_eq!(record["note"], "token [REDACTED:github-token]");

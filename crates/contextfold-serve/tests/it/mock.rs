@@ -14,7 +14,7 @@ use bytes::Bytes;
 use contextfold_core::{validate, Conversation};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
@@ -43,8 +43,10 @@ pub struct Recorded {
     /// The body's bytes.
     pub body: Bytes,
     /// For Messages, Chat Completions and Responses requests: the problems validation finds
-    /// (`None` when the body is not a conversation at all, or the path is another).
-    pub problems: Option<Vec<String>>,
+    /// (`None` when the body is not a conversation at all, or the path is another). Found
+    /// when first asked, after the reply: checking a large body in a debug build takes
+    /// milliseconds, which a real upstream does not spend before it answers.
+    problems: OnceLock<Option<Vec<String>>>,
     outcome: Mutex<Outcome>,
 }
 
@@ -52,6 +54,11 @@ impl Recorded {
     /// The body as JSON.
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// What validation finds in it (see the field).
+    pub fn problems(&self) -> Option<&[String]> {
+        self.problems.get_or_init(|| problems(&self.uri, &self.body)).as_deref()
     }
 
     /// How its reply ended.
@@ -232,8 +239,8 @@ impl Mock {
         self.requests().into_iter().filter(|request| request.uri.split('?').next() == Some(path)).collect()
     }
 
-    /// Lets go of the body of the last request received (its validation is kept), so that a
-    /// long run holds only what it asserts on.
+    /// Lets go of the body of the last request received (validated first, its findings kept),
+    /// so that a long run holds only what it asserts on.
     pub fn forget_last_body(&self) {
         let mut recorded = self.inner.recorded.lock().unwrap();
         if let Some(last) = recorded.last_mut() {
@@ -242,7 +249,7 @@ impl Mock {
                 uri: last.uri.clone(),
                 headers: last.headers.clone(),
                 body: Bytes::new(),
-                problems: last.problems.clone(),
+                problems: OnceLock::from(last.problems().map(<[String]>::to_vec)),
                 outcome: Mutex::new(last.outcome()),
             };
             *last = Arc::new(forgotten);
@@ -262,7 +269,7 @@ impl Mock {
 
     fn assert_valid(requests: Vec<Arc<Recorded>>) -> usize {
         for (index, request) in requests.iter().enumerate() {
-            match &request.problems {
+            match request.problems() {
                 Some(problems) => assert!(problems.is_empty(), "request {index} is invalid: {problems:?}"),
                 None => panic!("request {index} is not a conversation"),
             }
@@ -310,13 +317,12 @@ async fn handle(
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_default();
     let uri = parts.uri.path_and_query().map_or("/", |path| path.as_str()).to_string();
-    let problems = problems(&uri, &body);
     let recorded = Arc::new(Recorded {
         method: parts.method,
         uri,
         headers: owned(parts.headers),
         body,
-        problems,
+        problems: OnceLock::new(),
         outcome: Mutex::new(Outcome::Sending),
     });
     inner.recorded.lock().unwrap().push(recorded.clone());

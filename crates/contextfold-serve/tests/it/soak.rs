@@ -181,7 +181,8 @@ fn script(calls: Arc<AtomicUsize>) -> impl Fn(&Recorded) -> Reply + Send + Sync 
             {"type": "tool_use", "id": format!("toolu_{call:05}"), "name": "Tool3", "input": {"command": format!("make module_{call}")}}
         ]);
         let input_tokens = request.body.len() as u64 / 4;
-        if request.json()["stream"] == true {
+        // Found as the client wrote it, not parsed: a real upstream's parse is not timed here.
+        if memchr::memmem::find(&request.body, br#""stream":true"#).is_some() {
             Reply::sse(canned::message_stream(&format!("msg_{call:05}"), &content, "tool_use", input_tokens))
         } else {
             canned::message_with_usage(content, "tool_use", input_tokens)
