@@ -221,9 +221,10 @@ pub struct CostAware {
 }
 
 impl Default for CostAware {
-    /// Horizon [`Horizon::SoFar`], floor 0.5.
+    /// Horizon [`Horizon::SoFar`], floor 0.4 (replayed over the corpus, cheaper than 0.5 at
+    /// every window with the same recall).
     fn default() -> Self {
-        CostAware { horizon: Horizon::SoFar, floor: 0.5 }
+        CostAware { horizon: Horizon::SoFar, floor: 0.4 }
     }
 }
 
@@ -325,7 +326,7 @@ mod tests {
         assert_eq!(decide(&policy, PolicyInput { calls: 10, ..input(900) }), Decision::Compact);
         assert!(matches!(decide(&policy, PolicyInput { calls: 5, ..input(900) }), Decision::Skip(_)));
         assert!(
-            matches!(decide(&policy, PolicyInput { calls: 1000, ..input(400) }), Decision::Skip(_)),
+            matches!(decide(&policy, PolicyInput { calls: 1000, ..input(399) }), Decision::Skip(_)),
             "under the floor"
         );
         assert_eq!(decide(&policy, PolicyInput { calls: 1, ..input(1_001) }), Decision::Compact, "overflow");
