@@ -72,7 +72,9 @@ const WORKING: &str = "/middleware/working";
 /// the number [`snapshot_since`](contextfold::middleware::CompactionMiddleware::snapshot_since)
 /// gives), and only the rest (counters) at every other call. Between compactions a record
 /// differs from the last only in its counters, so a call no longer writes out and searches
-/// the window's worth of messages again. The bytes are those sealing the whole record writes.
+/// the window's worth of messages again. What it writes is byte for byte what a fresh writer
+/// writes for the same record, and reads back with [`Record::from_bytes`] as records always
+/// have.
 #[derive(Debug)]
 pub struct Writer {
     secrets: Secrets,
