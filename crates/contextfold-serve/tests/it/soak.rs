@@ -172,8 +172,8 @@ fn content_of(text: &str) -> Value {
 }
 
 /// The upstream's script: a few words and a Bash call, numbered by a counter; streamed when
-/// asked. `newest` records whether each request carried the newest tool output whole.
-fn script(calls: Arc<AtomicUsize>) -> impl Fn(&Recorded) -> Reply + Send + Sync + 'static {
+/// asked, counted in `streamed`.
+fn script(calls: Arc<AtomicUsize>, streamed: Arc<AtomicUsize>) -> impl Fn(&Recorded) -> Reply + Send + Sync + 'static {
     move |request| {
         let call = calls.fetch_add(1, Ordering::SeqCst);
         let content = json!([
@@ -181,8 +181,9 @@ fn script(calls: Arc<AtomicUsize>) -> impl Fn(&Recorded) -> Reply + Send + Sync 
             {"type": "tool_use", "id": format!("toolu_{call:05}"), "name": "Tool3", "input": {"command": format!("make module_{call}")}}
         ]);
         let input_tokens = request.body.len() as u64 / 4;
-        // Found as the client wrote it, not parsed: a real upstream's parse is not timed here.
+        // Found in the bytes as sent, not parsed: a real upstream's parse is not timed here.
         if memchr::memmem::find(&request.body, br#""stream":true"#).is_some() {
+            streamed.fetch_add(1, Ordering::SeqCst);
             Reply::sse(canned::message_stream(&format!("msg_{call:05}"), &content, "tool_use", input_tokens))
         } else {
             canned::message_with_usage(content, "tool_use", input_tokens)
@@ -262,8 +263,8 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
     let _alone = ONE_AT_A_TIME.lock().await;
     let dir = scratch(&format!("soak-{window}"));
     let path = dir.join("store.db");
-    let counter = Arc::new(AtomicUsize::new(0));
-    let mock = Mock::start(script(counter.clone())).await;
+    let (counter, streamed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mock = Mock::start(script(counter.clone(), streamed.clone())).await;
     let direct = null_upstream().await;
     let settings = contextfold_serve::ServeConfig {
         window: Some(window),
@@ -323,6 +324,7 @@ async fn soak(window: u64, calls: usize, output: (usize, usize), ratio_bound: f6
 
     let forwarded = mock.assert_all_valid();
     assert_eq!(forwarded, calls, "every call reached the upstream once");
+    assert_eq!(streamed.load(Ordering::SeqCst), calls / 2, "every other call was streamed");
     assert_eq!(clipped, 0, "the newest tool output reached the upstream whole at every call");
 
     // The store is the session log: each message once, the client's last history exported.
