@@ -15,12 +15,20 @@
 //! transaction a truncation landed in before its commit, and invalidates the header after a
 //! commit one landed in, so that the next use rebuilds the index from the WAL.
 
+use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 
-/// How many times this process found a shared-memory file truncated and grew it back.
-static GROWN_BACK: AtomicU64 = AtomicU64::new(0);
+/// How many times this process found each shared-memory file truncated and grew it back, by
+/// the store's path: every handle on one file counts in the same place, so a write sees a
+/// truncation another handle grew back, and a truncation of another store's file is not its.
+static GROWN_BACK: LazyLock<Mutex<HashMap<PathBuf, Arc<AtomicU64>>>> = LazyLock::new(Default::default);
+
+/// How many times a SIGBUS handler of this process grew a shared-memory file back; it cannot
+/// say which file, so a write counts each one as landing in its own.
+static SIGNALLED: AtomicU64 = AtomicU64::new(0);
 
 /// The two copies of the WAL index's header, at the start of the file: when both read as
 /// zeros, SQLite rebuilds the index from the WAL before it next reads.
@@ -29,7 +37,7 @@ const INDEX_HEADER: usize = 96;
 /// Says that a shared-memory file was found truncated and grown back outside the guard (by a
 /// SIGBUS handler); only an atomic increment, so it may be called from a signal handler.
 pub fn note_grown_back() {
-    GROWN_BACK.fetch_add(1, Ordering::Relaxed);
+    SIGNALLED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Watches the shared-memory file of one store.
@@ -38,6 +46,16 @@ pub(super) struct ShmGuard {
     path: PathBuf,
     /// The largest size the file was seen at.
     seen: AtomicU64,
+    /// How many times the file was grown back (shared by every guard of the same store).
+    grown: Arc<AtomicU64>,
+}
+
+/// The truncations found before a write, to compare with those found after
+/// ([`ShmGuard::truncated_since`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    grown: u64,
+    signalled: u64,
 }
 
 impl ShmGuard {
@@ -45,7 +63,12 @@ impl ShmGuard {
     pub(super) fn new(store: &Path) -> ShmGuard {
         let mut path = store.as_os_str().to_owned();
         path.push("-shm");
-        ShmGuard { path: PathBuf::from(path), seen: AtomicU64::new(0) }
+        // The store's file exists once it is open; its canonical path names it however it
+        // was reached.
+        let file = std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
+        let mut counts = GROWN_BACK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let grown = counts.entry(file).or_default().clone();
+        ShmGuard { path: PathBuf::from(path), seen: AtomicU64::new(0), grown }
     }
 
     /// Grows the file back when it is smaller than it was. A file that is gone needs nothing
@@ -59,7 +82,7 @@ impl ShmGuard {
         let grown = std::fs::OpenOptions::new().write(true).open(&self.path).and_then(|file| file.set_len(seen));
         match grown {
             Ok(()) => {
-                note_grown_back();
+                self.grown.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     path = %self.path.display(),
                     "the store's shared-memory file was truncated by another program; grown back to {seen} bytes"
@@ -75,14 +98,15 @@ impl ShmGuard {
 
     /// A mark to pass to [`ShmGuard::truncated_since`]; taken right after a
     /// [`check`](ShmGuard::check), so that it counts every truncation found before.
-    pub(super) fn mark(&self) -> u64 {
-        GROWN_BACK.load(Ordering::Relaxed)
+    pub(super) fn mark(&self) -> Mark {
+        Mark { grown: self.grown.load(Ordering::Relaxed), signalled: SIGNALLED.load(Ordering::Relaxed) }
     }
 
-    /// Whether a shared-memory file was found truncated since `mark` (checking this one now).
-    pub(super) fn truncated_since(&self, mark: u64) -> bool {
+    /// Whether this store's shared-memory file was found truncated since `mark` (checking it
+    /// now), or a SIGBUS handler grew back a file that may be it.
+    pub(super) fn truncated_since(&self, mark: Mark) -> bool {
         self.check();
-        GROWN_BACK.load(Ordering::Relaxed) != mark
+        self.mark() != mark
     }
 
     /// Zeroes the index's header, so that whoever reads next rebuilds the index from the WAL.
@@ -135,6 +159,42 @@ mod tests {
         let reader = SqliteStore::open_read_only(&path).unwrap();
         assert_eq!(listed(&reader), [kept, later]);
         drop((reader, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A truncation of another store's file, grown back during a write, is not this store's:
+    /// the write commits. One of the same file, grown back by another handle on it, is.
+    #[test]
+    fn only_a_truncation_of_its_own_file_rolls_a_write_back() {
+        let dir = std::env::temp_dir().join(format!("contextfold-shm-own-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ours = SqliteStore::open(dir.join("ours.db")).unwrap();
+        let theirs = SqliteStore::open(dir.join("theirs.db")).unwrap();
+        let other = SqliteStore::open(dir.join("ours.db")).unwrap();
+        theirs.create_session("theirs").unwrap();
+        other.sessions().unwrap();
+        let truncate = |name: &str| {
+            std::fs::OpenOptions::new().write(true).open(dir.join(name)).and_then(|file| file.set_len(0)).unwrap();
+        };
+        let written = ours.write(|transaction| {
+            transaction.execute("INSERT INTO sessions (id, name, created) VALUES ('kept', 'kept', 0)", []).unwrap();
+            truncate("theirs.db-shm");
+            theirs.sessions().unwrap();
+            Ok(())
+        });
+        assert!(written.is_ok(), "{written:?}");
+        let written = ours.write(|transaction| {
+            transaction.execute("INSERT INTO sessions (id, name, created) VALUES ('lost', 'lost', 0)", []).unwrap();
+            truncate("ours.db-shm");
+            // The other handle's check before it uses its connection (SQLite would refuse
+            // that read, the index being another connection's to rebuild mid-write).
+            other.shm.check();
+            Ok(())
+        });
+        assert!(matches!(written, Err(StoreError::Invalid(_))), "{written:?}");
+        let listed: Vec<String> = ours.sessions().unwrap().into_iter().map(|session| session.id).collect();
+        assert_eq!(listed, ["kept"]);
+        drop((ours, theirs, other));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
